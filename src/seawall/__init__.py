@@ -1,0 +1,32 @@
+"""seawall: locks, caches and inventory that stay correct when many processes share Redis.
+
+Sync API here; the asyncio twins of the same names live in `seawall.aio`.
+"""
+
+from __future__ import annotations
+
+from seawall._sync.fence import fenced_read, fenced_write
+from seawall._sync.lock import Lock
+from seawall.errors import (
+    LockError,
+    LockNotOwnedError,
+    LockTimeout,
+    SeawallError,
+    ServerNotFoundError,
+)
+from seawall.launcher import server
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Lock",
+    "LockError",
+    "LockNotOwnedError",
+    "LockTimeout",
+    "SeawallError",
+    "ServerNotFoundError",
+    "__version__",
+    "fenced_read",
+    "fenced_write",
+    "server",
+]

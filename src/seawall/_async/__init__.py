@@ -1,0 +1,1 @@
+"""Hand-written asyncio implementations; `seawall/_sync/` is generated from these."""

@@ -1,0 +1,291 @@
+"""seawall.aio.Lock: a token lock with fencing, renewal and woken waiters."""
+
+from __future__ import annotations
+
+import functools
+import secrets
+from collections.abc import Callable
+from types import TracebackType
+from typing import Any
+
+from redis.exceptions import RedisError
+
+from seawall import _concurrency, _lease, _scripts
+from seawall._async.renewer import get_renewer
+from seawall._async.scripts import run_script
+from seawall._async.waker import get_waker
+from seawall._concurrency import async_background, async_fire, async_owner, async_time_limit
+from seawall._keys import lock_keys
+from seawall._validate import check_async_client, check_name, check_seconds, check_timeout
+from seawall.errors import LockError, LockNotOwnedError, LockTimeout
+
+_ACQUIRE = _scripts.load("lock_acquire")
+_RELEASE = _scripts.load("lock_release")
+_EXTEND = _scripts.load("lock_extend")
+
+
+def _ms(seconds: float) -> int:
+    return max(1, round(seconds * 1000))
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class _Hold:
+    """One acquisition: its token, fence and lease bookkeeping."""
+
+    __slots__ = ("deadline", "fence", "lost", "owner", "released", "token", "ttl")
+
+    def __init__(self, token: str, fence: int, owner: object, ttl: float, deadline: float) -> None:
+        self.token = token
+        self.fence = fence
+        self.owner = owner
+        self.ttl = ttl
+        self.deadline = deadline  # monotonic time by which the lease has surely lapsed
+        self.lost = False
+        self.released = False
+
+
+class AsyncLock:
+    """A lock on one Redis (or one Cluster slot) shared by many processes.
+
+    Acquire is one script (SET NX PX plus an INCR of the fence counter). The lease is
+    renewed at ttl/3 while held; release and extend act only for the owner's token.
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        name: str,
+        ttl: float = 30.0,
+        *,
+        timeout: float | None = None,
+        renew: bool = True,
+        on_lost: Callable[[AsyncLock], Any] | None = None,
+    ) -> None:
+        self._client = check_async_client(client, "Lock")
+        self.name = check_name(name, "Lock")
+        self.ttl = check_seconds(ttl, f"ttl of lock {name!r}")
+        self.timeout = check_timeout(timeout, f"timeout of lock {name!r}")
+        if on_lost is not None and not callable(on_lost):
+            raise TypeError(f"on_lost of lock {name!r} must be callable, got {on_lost!r}")
+        self._renew_leases = bool(renew)
+        self._on_lost = on_lost
+        self._keys = lock_keys(name)
+        self._hold: _Hold | None = None
+        self._last_fence: int | None = None
+
+    def __repr__(self) -> str:
+        state = "held" if self._hold is not None else "not held"
+        return f"<seawall.Lock {self.name!r} ttl={self.ttl}s {state}>"
+
+    @property
+    def key(self) -> str:
+        """The Redis key that holds the owner's token while the lock is held."""
+        return self._keys.key
+
+    @property
+    def fence(self) -> int:
+        """Fencing token of the current (or last) hold; strictly increasing per lock name."""
+        if self._last_fence is None:
+            raise LockError(
+                f"lock {self.name!r} has no fence yet: acquire it first", lock_name=self.name
+            )
+        return self._last_fence
+
+    async def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
+        """Take the lock; True when taken, False when `timeout` passed (or not blocking).
+
+        `timeout` defaults to the one given to the constructor (None: wait as long as it
+        takes). Waiting costs no polling: a release wakes the waiter.
+        """
+        wait_for = self.timeout if timeout is None else check_timeout(timeout, "timeout")
+        me = async_owner()
+        held = self._hold
+        if held is not None and held.owner is me and not held.released:
+            raise LockError(
+                f"lock {self.name!r} is already held by this caller; seawall.Lock is not "
+                "reentrant: release it first, or use seawall.RLock",
+                lock_name=self.name,
+            )
+        token = secrets.token_hex(16)
+        if not blocking:
+            return await self._attempt(token, me) is None
+        deadline = None if wait_for is None else _concurrency.monotonic() + wait_for
+        async with get_waker(self._client).turn(self._keys.channel) as turn:
+            if not await turn.wait_turn(_remaining(deadline)):
+                return False
+            while True:
+                holder_pttl = await self._attempt(token, me)
+                if holder_pttl is None:
+                    return True
+                remaining = _remaining(deadline)
+                if remaining is not None and remaining <= 0:
+                    return False
+                if not turn.listening:
+                    # Subscribe, then look again: a release between the failed attempt and
+                    # the subscription would otherwise go unnoticed.
+                    await turn.listen(min(remaining, 1.0) if remaining is not None else 1.0)
+                    continue
+                await turn.wait_signal(_lease.wait_slice(holder_pttl, remaining))
+
+    async def _attempt(self, token: str, me: object) -> int | None:
+        """One try; None when acquired, else the holder's remaining ttl in ms."""
+        sent = _concurrency.monotonic()
+        try:
+            reply = await run_script(
+                self._client, _ACQUIRE, (self._keys.key, self._keys.fence), (token, _ms(self.ttl))
+            )
+        except BaseException:
+            # Cancelled or failed mid-flight: the server may have taken the lock for us.
+            # Release that token (a no-op if it was not taken), so no lock outlives a caller
+            # that gave up, and never start renewing it.
+            async_background(
+                functools.partial(self._release_token, token), f"cleanup of lock {self.name!r}"
+            )
+            raise
+        if int(reply[0]) != 1:
+            return int(reply[1])
+        hold = _Hold(token, int(reply[1]), me, self.ttl, _lease.lease_deadline(sent, self.ttl))
+        self._hold = hold
+        self._last_fence = hold.fence
+        if self._renew_leases:
+            get_renewer().add(self, hold, _lease.renew_at(sent, self.ttl))
+        return None
+
+    async def _release_token(self, token: str) -> int:
+        reply = await run_script(
+            self._client, _RELEASE, (self._keys.key,), (token, self._keys.channel)
+        )
+        return int(reply)
+
+    async def release(self) -> None:
+        """Release the lock; LockNotOwnedError if this object does not hold it any more."""
+        hold = self._hold
+        if hold is None:
+            raise LockNotOwnedError(
+                f"lock {self.name!r} is not held by this Lock object (never acquired, or "
+                "already released)",
+                lock_name=self.name,
+            )
+        # Bookkeeping first, with no await before it: renewal must stop even if this
+        # release is cancelled, and another acquire through this object may follow.
+        hold.released = True
+        self._hold = None
+        if self._renew_leases:
+            get_renewer().discard(hold)
+        try:
+            released = await self._release_token(hold.token)
+        except BaseException:
+            async_background(
+                functools.partial(self._release_token, hold.token),
+                f"release of lock {self.name!r}",
+            )
+            raise
+        if not released:
+            raise self._not_owned(hold, "release")
+
+    async def extend(self, ttl: float | None = None) -> None:
+        """Reset the lease to `ttl` seconds (default: the lock's ttl) from now."""
+        hold = self._hold
+        if hold is None:
+            raise LockNotOwnedError(
+                f"cannot extend lock {self.name!r}: this Lock object does not hold it",
+                lock_name=self.name,
+            )
+        new_ttl = hold.ttl if ttl is None else check_seconds(ttl, f"ttl of lock {self.name!r}")
+        sent = _concurrency.monotonic()
+        extended = await run_script(
+            self._client, _EXTEND, (self._keys.key,), (hold.token, _ms(new_ttl))
+        )
+        if not int(extended):
+            self._mark_lost(hold, fire=False)
+            raise self._not_owned(hold, "extend")
+        hold.ttl = new_ttl
+        hold.deadline = _lease.lease_deadline(sent, new_ttl)
+        if self._renew_leases:
+            get_renewer().reschedule(hold, _lease.renew_at(sent, new_ttl))
+
+    async def locked(self) -> bool:
+        """Whether anyone holds the lock now."""
+        return bool(await self._client.exists(self._keys.key))
+
+    async def owned(self) -> bool:
+        """Whether this object holds the lock now (checked on the server)."""
+        hold = self._hold
+        if hold is None or hold.lost or _concurrency.monotonic() >= hold.deadline:
+            return False
+        value = await self._client.get(self._keys.key)
+        return value is not None and _text(value) == hold.token
+
+    async def _renew(self, hold: object) -> float | None:
+        """Called by the renewer: extend the lease; return when to renew next, or None."""
+        assert isinstance(hold, _Hold)
+        if hold.released or hold.lost:
+            return None
+        sent = _concurrency.monotonic()
+        if sent >= hold.deadline:
+            self._mark_lost(hold)
+            return None
+        try:
+            async with async_time_limit(hold.deadline - sent):
+                extended = await run_script(
+                    self._client, _EXTEND, (self._keys.key,), (hold.token, _ms(hold.ttl))
+                )
+        except (RedisError, OSError, TimeoutError) as exc:
+            now = _concurrency.monotonic()
+            if now >= hold.deadline:
+                self._mark_lost(hold)
+                return None
+            _concurrency.log.info("seawall: renewing lock %r failed, retrying: %r", self.name, exc)
+            return _lease.retry_at(now, hold.ttl, hold.deadline)
+        if hold.released:
+            return None
+        if not int(extended):
+            self._mark_lost(hold)
+            return None
+        hold.deadline = _lease.lease_deadline(sent, hold.ttl)
+        return _lease.renew_at(sent, hold.ttl)
+
+    def _mark_lost(self, hold: _Hold, *, fire: bool = True) -> None:
+        if hold.lost or hold.released:
+            return
+        hold.lost = True
+        _concurrency.log.warning(
+            "seawall: lock %r lost its lease (fence %d); another process may hold it now",
+            self.name,
+            hold.fence,
+        )
+        if fire and self._on_lost is not None:
+            async_fire(self._on_lost, self)
+
+    def _not_owned(self, hold: _Hold, action: str) -> LockNotOwnedError:
+        return LockNotOwnedError(
+            f"cannot {action} lock {self.name!r}: its lease (fence {hold.fence}) was lost, so "
+            "another process may have held it meanwhile; writes made under this hold must be "
+            "guarded by its fence (seawall.fenced_write, or UPDATE ... WHERE fence < :fence)",
+            lock_name=self.name,
+        )
+
+    async def __aenter__(self) -> AsyncLock:
+        if not await self.acquire():
+            raise LockTimeout(
+                f"lock {self.name!r} was not acquired within {self.timeout} s: it is held by "
+                "another process; raise the timeout or find the holder (key "
+                f"{self._keys.key!r})",
+                lock_name=self.name,
+            )
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.release()
+
+
+def _remaining(deadline: float | None) -> float | None:
+    return None if deadline is None else max(deadline - _concurrency.monotonic(), 0.0)

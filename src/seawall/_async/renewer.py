@@ -1,0 +1,142 @@
+"""One lease renewer per process (a thread) or per event loop (a task) for all held locks."""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import threading
+import weakref
+from typing import Protocol
+
+from seawall import _concurrency
+from seawall._concurrency import AsyncEvent, AsyncWorker, ScopedRegistry, async_scope
+
+# With nothing to renew the worker lingers this long before it exits, so a tight
+# acquire/release loop does not start a thread per cycle.
+IDLE_EXIT = 1.0
+
+
+class AsyncRenewable(Protocol):
+    async def _renew(self, hold: object) -> float | None:
+        """Renew `hold`; return when to renew it next (monotonic), or None to stop."""
+
+
+class _Entry:
+    __slots__ = ("active", "hold", "lock")
+
+    def __init__(self, lock: weakref.ref[AsyncRenewable], hold: object) -> None:
+        self.lock = lock
+        self.hold = hold
+        self.active = True
+
+
+class AsyncRenewer:
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._heap: list[tuple[float, int, _Entry]] = []
+        self._entries: dict[int, _Entry] = {}  # id(hold) -> entry, for discard()
+        self._order = itertools.count()
+        self._changed = AsyncEvent()
+        self._worker: AsyncWorker | None = None
+
+    def add(self, lock: AsyncRenewable, hold: object, due: float) -> None:
+        """Renew `hold` of `lock` at `due`, and then as `lock._renew` says, until discarded.
+
+        Only a weak reference to the lock is kept: a lock object that is garbage collected
+        while held stops being renewed and its lease runs out.
+        """
+        entry = _Entry(weakref.ref(lock), hold)
+        with self._mutex:
+            self._entries[id(hold)] = entry
+            heapq.heappush(self._heap, (due, next(self._order), entry))
+            if self._worker is None or not self._worker.alive():
+                self._worker = AsyncWorker(self._run, "seawall-renewer")
+        self._changed.set()
+
+    def reschedule(self, hold: object, due: float) -> None:
+        """Move the next renewal of `hold` (after a manual extend)."""
+        with self._mutex:
+            old = self._entries.get(id(hold))
+            if old is None or not old.active:
+                return
+            old.active = False
+            entry = _Entry(old.lock, hold)
+            self._entries[id(hold)] = entry
+            heapq.heappush(self._heap, (due, next(self._order), entry))
+        self._changed.set()
+
+    def discard(self, hold: object) -> None:
+        """Stop renewing `hold`. Never waits: safe before the release round trip."""
+        with self._mutex:
+            entry = self._entries.pop(id(hold), None)
+            if entry is not None:
+                entry.active = False
+
+    def active(self) -> int:
+        """How many holds are being renewed."""
+        with self._mutex:
+            return len(self._entries)
+
+    def running(self) -> bool:
+        with self._mutex:
+            return self._worker is not None and self._worker.alive()
+
+    def _next_due(self) -> tuple[float | None, list[_Entry]]:
+        now = _concurrency.monotonic()
+        due: list[_Entry] = []
+        with self._mutex:
+            while self._heap and not self._heap[0][2].active:
+                heapq.heappop(self._heap)
+            while self._heap and self._heap[0][0] <= now:
+                _, _, entry = heapq.heappop(self._heap)
+                if entry.active:
+                    due.append(entry)
+            while self._heap and not self._heap[0][2].active:
+                heapq.heappop(self._heap)
+            wake_at = self._heap[0][0] if self._heap else None
+        return wake_at, due
+
+    async def _run(self) -> None:
+        while True:
+            # Clear before looking, so an add() racing with this pass is never missed.
+            self._changed.clear()
+            wake_at, due = self._next_due()
+            for entry in due:
+                await self._renew_one(entry)
+            if due:
+                continue
+            if wake_at is not None:
+                await self._changed.wait(max(wake_at - _concurrency.monotonic(), 0.0))
+            elif not await self._changed.wait(IDLE_EXIT):
+                with self._mutex:
+                    if not self._heap:
+                        self._worker = None
+                        return
+
+    async def _renew_one(self, entry: _Entry) -> None:
+        lock = entry.lock()
+        if lock is None:
+            self.discard(entry.hold)
+            return
+        try:
+            due = await lock._renew(entry.hold)
+        except Exception as exc:  # a bug in one lock must not stop the renewal of the others
+            _concurrency.log.exception("seawall: renewal failed unexpectedly: %r", exc)
+            due = None
+        with self._mutex:
+            if not entry.active:
+                return
+            if due is None:
+                entry.active = False
+                self._entries.pop(id(entry.hold), None)
+            else:
+                heapq.heappush(self._heap, (due, next(self._order), entry))
+
+
+_registry = ScopedRegistry()
+
+
+def get_renewer() -> AsyncRenewer:
+    """The renewer of the running event loop."""
+    here = async_scope()
+    return _registry.get(here, here, AsyncRenewer)

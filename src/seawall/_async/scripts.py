@@ -1,0 +1,26 @@
+"""The one EVALSHA helper: every Lua script of seawall runs through `run_script`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from redis.exceptions import NoScriptError
+
+from seawall._scripts import LuaScript
+from seawall._validate import AsyncClient
+
+
+async def run_script(
+    client: AsyncClient, script: LuaScript, keys: Sequence[str], args: Sequence[Any]
+) -> Any:
+    """Run `script` by its SHA; on NOSCRIPT send the source once with EVAL.
+
+    EVAL both runs the script and caches it on the node that ran it (after a restart, a
+    failover or SCRIPT FLUSH), so nothing about "loaded" state is remembered client-side;
+    on Cluster each node fills its own cache the same way.
+    """
+    try:
+        return await client.evalsha(script.sha, len(keys), *keys, *args)  # type: ignore[misc]
+    except NoScriptError:
+        return await client.eval(script.source, len(keys), *keys, *args)  # type: ignore[misc]

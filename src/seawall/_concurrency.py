@@ -1,0 +1,211 @@
+"""What genuinely differs between sync and asyncio code, in one place.
+
+The implementations in `seawall/_async/` use the `Async*` / `async_*` names below;
+`scripts/unasync.py` rewrites them to the plain names to produce `seawall/_sync/`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import threading
+import time
+import weakref
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+log = logging.getLogger("seawall")
+
+T = TypeVar("T")
+
+# Monotonic clock used for every lease and timeout; tests may replace it.
+monotonic = time.monotonic
+
+
+class AsyncEvent:
+    def __init__(self) -> None:
+        self._event = asyncio.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    def clear(self) -> None:
+        self._event.clear()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    async def wait(self, timeout: float | None) -> bool:
+        if self._event.is_set():
+            return True
+        try:
+            async with asyncio.timeout(timeout):
+                await self._event.wait()
+        except TimeoutError:
+            return False
+        return True
+
+
+class Event:
+    def __init__(self) -> None:
+        self._event = threading.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    def clear(self) -> None:
+        self._event.clear()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def wait(self, timeout: float | None) -> bool:
+        return self._event.wait(timeout)
+
+
+async def async_sleep(seconds: float) -> None:
+    await asyncio.sleep(seconds)
+
+
+def sleep(seconds: float) -> None:
+    time.sleep(seconds)
+
+
+class AsyncWorker:
+    """A background loop: an asyncio task here, a daemon thread in the sync twin."""
+
+    def __init__(self, target: Callable[[], Awaitable[None]], name: str) -> None:
+        self._task = asyncio.get_running_loop().create_task(target(), name=name)
+
+    def alive(self) -> bool:
+        return not self._task.done()
+
+
+class Worker:
+    def __init__(self, target: Callable[[], None], name: str) -> None:
+        self._thread = threading.Thread(target=target, name=name, daemon=True)
+        self._thread.start()
+
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
+
+def async_background(call: Callable[[], Awaitable[Any]], what: str) -> None:
+    """Finish `call` even if the caller is being cancelled (cleanup after a cancelled acquire)."""
+
+    async def run() -> None:
+        try:
+            await call()
+        except Exception as exc:  # best effort: the lease still bounds the damage
+            log.warning("seawall: %s failed: %r", what, exc)
+
+    task = asyncio.get_running_loop().create_task(run())
+    _background.add(task)
+    task.add_done_callback(_background.discard)
+
+
+def background(call: Callable[[], Any], what: str) -> None:
+    try:
+        call()
+    except Exception as exc:
+        log.warning("seawall: %s failed: %r", what, exc)
+
+
+_background: set[asyncio.Task[None]] = set()
+
+
+def async_owner() -> object:
+    """Who holds a lock in this world: the current asyncio task."""
+    task = asyncio.current_task()
+    if task is None:
+        raise RuntimeError("seawall.aio locks must be used from inside an asyncio task")
+    return task
+
+
+def owner() -> object:
+    """Who holds a lock in this world: the current thread."""
+    return threading.current_thread()
+
+
+class _ProcessScope:
+    """Stands for "this process" as a registry key; replaced in a forked child."""
+
+
+_process_scope = _ProcessScope()
+
+
+def _after_fork() -> None:
+    # Threads do not survive fork: a renewer or waker of the parent must not be reused.
+    global _process_scope
+    _process_scope = _ProcessScope()
+
+
+os.register_at_fork(after_in_child=_after_fork)
+
+
+def async_scope() -> object:
+    """Per-event-loop registries: asyncio objects belong to one loop."""
+    return asyncio.get_running_loop()
+
+
+def scope() -> object:
+    return _process_scope
+
+
+class ScopedRegistry:
+    """One object per (scope, key): a renewer per loop or process, a waker per client.
+
+    Both levels hold weak references, so a closed loop or a dropped client takes its
+    entries with it; values must not hold strong references back to their key.
+    """
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._by_scope: weakref.WeakKeyDictionary[object, weakref.WeakKeyDictionary[Any, Any]] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def get(self, scope_key: object, key: object, make: Callable[[], T]) -> T:
+        with self._mutex:
+            per_scope = self._by_scope.get(scope_key)
+            if per_scope is None:
+                per_scope = self._by_scope[scope_key] = weakref.WeakKeyDictionary()
+            found = per_scope.get(key)
+            if found is None:
+                found = per_scope[key] = make()
+            return found  # type: ignore[no-any-return]
+
+    def values(self, scope_key: object) -> list[Any]:
+        with self._mutex:
+            return list(self._by_scope.get(scope_key, {}).values())
+
+
+def async_time_limit(seconds: float) -> Any:
+    """Bound an await: a frozen server must not stall lease renewal past the lease."""
+    return asyncio.timeout(max(seconds, 0.0))
+
+
+def time_limit(seconds: float) -> Any:
+    # Sync I/O is bounded by the client's socket_timeout; nothing to add here.
+    return contextlib.nullcontext()
+
+
+def async_fire(callback: Callable[[Any], Any], arg: Any) -> None:
+    """Call a user callback; a coroutine it returns runs as a task. Errors are logged."""
+    try:
+        result = callback(arg)
+        if asyncio.iscoroutine(result):
+            task = asyncio.get_running_loop().create_task(result)
+            _background.add(task)
+            task.add_done_callback(_background.discard)
+    except Exception:
+        log.exception("seawall: callback %r raised", callback)
+
+
+def fire(callback: Callable[[Any], Any], arg: Any) -> None:
+    try:
+        callback(arg)
+    except Exception:
+        log.exception("seawall: callback %r raised", callback)

@@ -1,0 +1,47 @@
+"""Lease arithmetic: when to renew, when a lease is lost, how long a waiter may sleep. No I/O."""
+
+from __future__ import annotations
+
+# Renew at a third of the ttl: two more renewals fit before the lease lapses, so one failed
+# round trip (a dropped connection, a failover) does not cost the lease.
+RENEW_FRACTION = 1 / 3
+
+# A waiter sleeps at most this long before re-checking on its own, in case a release signal
+# was lost (pub/sub drops messages when its connection breaks).
+MAX_WAIT_SLICE = 2.0
+
+# After a failed renewal, retry this often (as a fraction of the ttl) until the lease lapses.
+RETRY_FRACTION = 1 / 10
+MIN_RETRY = 0.01
+
+
+def renew_at(sent_at: float, ttl: float) -> float:
+    """When to renew a lease whose last renewal was sent at `sent_at`."""
+    return sent_at + ttl * RENEW_FRACTION
+
+
+def lease_deadline(sent_at: float, ttl: float) -> float:
+    """When a lease set by a command sent at `sent_at` lapses at the latest.
+
+    Counting from the send (not the reply) is the safe side: the server started the ttl at
+    some point after `sent_at`, so the real expiry is never earlier than this.
+    """
+    return sent_at + ttl
+
+
+def retry_at(now: float, ttl: float, deadline: float) -> float:
+    """When to retry a renewal that failed at `now`; at most the lease deadline."""
+    return min(now + max(ttl * RETRY_FRACTION, MIN_RETRY), deadline)
+
+
+def wait_slice(holder_pttl_ms: int, remaining: float | None) -> float:
+    """How long a waiter sleeps before re-checking without a release signal.
+
+    The holder's key expires after `holder_pttl_ms` (if it dies, no release signal will come),
+    so sleeping past that is never needed; -1 means the key has no expiry (set by hand).
+    """
+    slice_ = MAX_WAIT_SLICE if holder_pttl_ms < 0 else min(holder_pttl_ms / 1000 + 0.001,
+                                                           MAX_WAIT_SLICE)
+    if remaining is not None:
+        slice_ = min(slice_, remaining)
+    return max(slice_, 0.0)

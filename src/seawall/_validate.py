@@ -1,0 +1,82 @@
+"""Argument checks shared by every primitive: fail at construction, saying what was expected."""
+
+from __future__ import annotations
+
+import math
+from typing import Any, TypeAlias
+
+import redis
+import redis.asyncio
+import redis.asyncio.cluster
+import redis.cluster
+
+Client: TypeAlias = "redis.Redis | redis.cluster.RedisCluster"
+AsyncClient: TypeAlias = "redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster"
+
+_SYNC = (redis.Redis, redis.cluster.RedisCluster)
+_ASYNC = (redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster)
+
+
+def check_client(client: Any, what: str) -> Client:
+    if isinstance(client, _SYNC):
+        return client
+    if isinstance(client, _ASYNC):
+        raise TypeError(
+            f"seawall.{what} needs a sync client (redis.Redis or redis.cluster.RedisCluster); "
+            f"got {type(client).__module__}.{type(client).__qualname__}: "
+            f"use seawall.aio.{what} with asyncio clients"
+        )
+    raise TypeError(
+        f"seawall.{what} needs a redis-py client (redis.Redis or redis.cluster.RedisCluster), "
+        f"got {type(client).__qualname__}: create one with redis.Redis.from_url(url)"
+    )
+
+
+def check_async_client(client: Any, what: str) -> AsyncClient:
+    if isinstance(client, _ASYNC):
+        return client
+    if isinstance(client, _SYNC):
+        raise TypeError(
+            f"seawall.aio.{what} needs an asyncio client (redis.asyncio.Redis or "
+            f"redis.asyncio.cluster.RedisCluster); got {type(client).__qualname__}: "
+            f"use seawall.{what} with sync clients"
+        )
+    raise TypeError(
+        f"seawall.aio.{what} needs a redis-py asyncio client (redis.asyncio.Redis or "
+        f"redis.asyncio.cluster.RedisCluster), got {type(client).__qualname__}: "
+        f"create one with redis.asyncio.Redis.from_url(url)"
+    )
+
+
+def check_name(name: Any, what: str) -> str:
+    if not isinstance(name, str):
+        raise TypeError(f"{what} name must be a str, got {type(name).__qualname__}: {name!r}")
+    if not name:
+        raise ValueError(f"{what} name must not be empty")
+    return name
+
+
+def check_seconds(value: Any, what: str, *, minimum: float = 0.001) -> float:
+    """A positive, finite number of seconds (at least `minimum`: Redis expires in ms)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(
+            f"{what} must be a number of seconds (int or float), got {type(value).__qualname__}: "
+            f"{value!r}"
+        )
+    if not math.isfinite(value) or value < minimum:
+        raise ValueError(f"{what} must be a finite number of seconds >= {minimum}, got {value!r}")
+    return float(value)
+
+
+def check_timeout(value: Any, what: str) -> float | None:
+    """None (wait forever) or a finite number of seconds >= 0."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(
+            f"{what} must be None or a number of seconds, got {type(value).__qualname__}: "
+            f"{value!r}"
+        )
+    if math.isnan(value) or value < 0:
+        raise ValueError(f"{what} must be None or >= 0 seconds, got {value!r}")
+    return None if math.isinf(value) else float(value)

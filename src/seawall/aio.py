@@ -1,0 +1,17 @@
+"""The asyncio twins of seawall's public names: `await lock.acquire()`, `async with lock`."""
+
+from __future__ import annotations
+
+from seawall._async.fence import fenced_read, fenced_write
+from seawall._async.lock import AsyncLock as Lock
+from seawall.errors import LockError, LockNotOwnedError, LockTimeout, SeawallError
+
+__all__ = [
+    "Lock",
+    "LockError",
+    "LockNotOwnedError",
+    "LockTimeout",
+    "SeawallError",
+    "fenced_read",
+    "fenced_write",
+]

@@ -1,0 +1,31 @@
+"""Every error seawall raises. Each names the lock or key it concerns."""
+
+from __future__ import annotations
+
+
+class SeawallError(Exception):
+    """Base class of all seawall errors."""
+
+
+class ServerNotFoundError(SeawallError):
+    """No redis-server or valkey-server binary could be found to launch."""
+
+
+class LockError(SeawallError):
+    """A lock operation failed; `lock_name` names the lock."""
+
+    def __init__(self, message: str, *, lock_name: str | None = None) -> None:
+        super().__init__(message)
+        self.lock_name = lock_name
+
+
+class LockNotOwnedError(LockError):
+    """The caller does not hold the lock: never acquired, released, or its lease was lost.
+
+    When the lease was lost another process may have held the lock meanwhile; writes made
+    under it should be guarded by the lock's fence (see `seawall.fenced_write`).
+    """
+
+
+class LockTimeout(LockError):
+    """A blocking acquire did not get the lock within its timeout."""
