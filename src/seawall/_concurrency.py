@@ -13,10 +13,13 @@ import os
 import threading
 import time
 import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 log = logging.getLogger("seawall")
+# A library leaves output to the application: lost leases are reported through on_lost and
+# LockNotOwnedError; the log records are there for whoever configures logging.
+log.addHandler(logging.NullHandler())
 
 T = TypeVar("T")
 
@@ -76,8 +79,10 @@ def sleep(seconds: float) -> None:
 class AsyncWorker:
     """A background loop: an asyncio task here, a daemon thread in the sync twin."""
 
-    def __init__(self, target: Callable[[], Awaitable[None]], name: str) -> None:
-        self._task = asyncio.get_running_loop().create_task(target(), name=name)
+    def __init__(self, target: Callable[[], Coroutine[Any, Any, None]], name: str) -> None:
+        self._task: asyncio.Task[None] = asyncio.get_running_loop().create_task(
+            target(), name=name
+        )
 
     def alive(self) -> bool:
         return not self._task.done()
@@ -175,7 +180,7 @@ class ScopedRegistry:
             found = per_scope.get(key)
             if found is None:
                 found = per_scope[key] = make()
-            return found  # type: ignore[no-any-return]
+            return found
 
     def values(self, scope_key: object) -> list[Any]:
         with self._mutex:

@@ -24,15 +24,18 @@ def hash_tag(key: str) -> str | None:
 def tagged(kind: str, name: str) -> str:
     """The base key for primitive `kind` named `name`; suffixes keep its hash slot.
 
-    A name that carries its own hash tag keeps it, so users can co-locate a lock with the
-    keys it protects. Otherwise the whole name becomes the tag; a name starting with "}"
-    would make an empty tag (whole-key hashing, so suffixed keys would scatter), hence the
-    "~" in front of it.
+    Distinct names always give distinct keys: the character after "seawall:<kind>:" says
+    which of three forms follows.
+    - "{name}": the usual form; the name is the hash tag.
+    - "#name": the name carries its own hash tag, which is kept so users can co-locate a
+      lock with the keys it protects.
+    - "~{~}name": the name starts with "}", which would make an empty tag (whole-key
+      hashing, so suffixed keys would scatter across slots); these share the tag "~".
     """
     if hash_tag(name) is not None:
-        return f"{PREFIX}:{kind}:{name}"
+        return f"{PREFIX}:{kind}:#{name}"
     if name.startswith("}"):
-        return f"{PREFIX}:{kind}:{{~{name}}}"
+        return f"{PREFIX}:{kind}:~{{~}}{name}"
     return f"{PREFIX}:{kind}:{{{name}}}"
 
 

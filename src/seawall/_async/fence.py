@@ -38,5 +38,5 @@ async def fenced_write(client: Any, key: str, value: Any, fence: int) -> bool:
 async def fenced_read(client: Any, key: str) -> tuple[Any, int]:
     """The value at `key` and the fence of the write that stored it ((None, 0) if none)."""
     client = check_async_client(client, "fenced_read")
-    value, fence = await client.hmget(key, ["value", "fence"])  # type: ignore[misc]
+    value, fence = await client.hmget(key, ["value", "fence"])
     return value, int(fence) if fence is not None else 0

@@ -200,7 +200,7 @@ class AsyncLock:
             self._client, _EXTEND, (self._keys.key,), (hold.token, _ms(new_ttl))
         )
         if not int(extended):
-            self._mark_lost(hold, fire=False)
+            self._mark_lost(hold, notify=False)
             raise self._not_owned(hold, "extend")
         hold.ttl = new_ttl
         hold.deadline = _lease.lease_deadline(sent, new_ttl)
@@ -248,7 +248,7 @@ class AsyncLock:
         hold.deadline = _lease.lease_deadline(sent, hold.ttl)
         return _lease.renew_at(sent, hold.ttl)
 
-    def _mark_lost(self, hold: _Hold, *, fire: bool = True) -> None:
+    def _mark_lost(self, hold: _Hold, *, notify: bool = True) -> None:
         if hold.lost or hold.released:
             return
         hold.lost = True
@@ -257,7 +257,7 @@ class AsyncLock:
             self.name,
             hold.fence,
         )
-        if fire and self._on_lost is not None:
+        if notify and self._on_lost is not None:
             async_fire(self._on_lost, self)
 
     def _not_owned(self, hold: _Hold, action: str) -> LockNotOwnedError:

@@ -21,6 +21,6 @@ async def run_script(
     on Cluster each node fills its own cache the same way.
     """
     try:
-        return await client.evalsha(script.sha, len(keys), *keys, *args)  # type: ignore[misc]
+        return await client.evalsha(script.sha, len(keys), *keys, *args)
     except NoScriptError:
-        return await client.eval(script.source, len(keys), *keys, *args)  # type: ignore[misc]
+        return await client.eval(script.source, len(keys), *keys, *args)

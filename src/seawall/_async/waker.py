@@ -11,12 +11,13 @@ Pub/sub loses messages while its connection is down. Every wait is therefore bou
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import uuid
 import weakref
 from collections import deque
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -226,11 +227,23 @@ class AsyncWaker:
             await pubsub.unsubscribe(*names)
         return quiet
 
+    async def _quiet_for(self, quiet_since: float) -> bool:
+        """True (and the listener is detached) once no channel was wanted for IDLE_EXIT."""
+        if _concurrency.monotonic() - quiet_since <= IDLE_EXIT:
+            return False
+        with self._mutex:
+            if self._channels:
+                return False
+            self._worker = None
+            self._pubsub = None
+            self._ready.clear()
+            return True
+
     async def _open(self) -> Any:
         client = self._client()
         if client is None:
             return None
-        pubsub = client.pubsub()
+        pubsub = cast(Any, client).pubsub()  # typed in redis.asyncio, untyped in redis
         await pubsub.subscribe(self._home)
         return pubsub
 
@@ -242,7 +255,10 @@ class AsyncWaker:
                 if pubsub is None:
                     try:
                         pubsub = await self._open()
-                    except (RedisConnectionError, RedisTimeoutError, OSError):
+                    except Exception as exc:
+                        _concurrency.log.debug("seawall: waker cannot connect: %r", exc)
+                        if await self._quiet_for(quiet_since):
+                            return
                         await async_sleep(RECONNECT_BACKOFF)
                         continue
                     if pubsub is None:
@@ -252,7 +268,10 @@ class AsyncWaker:
                     self._ready.set()
                 try:
                     message = await pubsub.get_message(timeout=POLL)
-                except (RedisConnectionError, RedisTimeoutError, OSError):
+                except Exception as exc:
+                    # Not only ConnectionError: when the user closes the client under us, the
+                    # parser can fail with anything. Start over on a fresh connection.
+                    _concurrency.log.debug("seawall: waker connection failed: %r", exc)
                     self._ready.clear()
                     with self._mutex:
                         self._pubsub = None
@@ -265,26 +284,19 @@ class AsyncWaker:
                 if message is not None:
                     self._on_message(message)
                     continue
-                if await self._drop_idle(pubsub):
-                    if _concurrency.monotonic() - quiet_since > IDLE_EXIT:
-                        with self._mutex:
-                            if not self._channels:
-                                self._worker = None
-                                self._pubsub = None
-                                self._ready.clear()
-                                return
-                else:
+                if not await self._drop_idle(pubsub):
                     quiet_since = _concurrency.monotonic()
+                elif await self._quiet_for(quiet_since):
+                    return
         finally:
             if pubsub is not None:
                 await _close(pubsub)
 
 
 async def _close(pubsub: Any) -> None:
-    try:
+    # Closing a broken connection may fail again; there is nothing left to do then.
+    with contextlib.suppress(Exception):
         await pubsub.aclose()
-    except Exception:  # closing a broken connection may fail again; nothing to do
-        pass
 
 
 _registry = ScopedRegistry()

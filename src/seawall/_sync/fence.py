@@ -39,5 +39,5 @@ def fenced_write(client: Any, key: str, value: Any, fence: int) -> bool:
 def fenced_read(client: Any, key: str) -> tuple[Any, int]:
     """The value at `key` and the fence of the write that stored it ((None, 0) if none)."""
     client = check_client(client, "fenced_read")
-    value, fence = client.hmget(key, ["value", "fence"])  # type: ignore[misc]
+    value, fence = client.hmget(key, ["value", "fence"])
     return value, int(fence) if fence is not None else 0

@@ -22,6 +22,6 @@ def run_script(
     on Cluster each node fills its own cache the same way.
     """
     try:
-        return client.evalsha(script.sha, len(keys), *keys, *args)  # type: ignore[misc]
+        return client.evalsha(script.sha, len(keys), *keys, *args)
     except NoScriptError:
-        return client.eval(script.source, len(keys), *keys, *args)  # type: ignore[misc]
+        return client.eval(script.source, len(keys), *keys, *args)

@@ -12,12 +12,13 @@ Pub/sub loses messages while its connection is down. Every wait is therefore bou
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import uuid
 import weakref
 from collections import deque
 from types import TracebackType
-from typing import Any
+from typing import Any, cast
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -227,11 +228,23 @@ class Waker:
             pubsub.unsubscribe(*names)
         return quiet
 
+    def _quiet_for(self, quiet_since: float) -> bool:
+        """True (and the listener is detached) once no channel was wanted for IDLE_EXIT."""
+        if _concurrency.monotonic() - quiet_since <= IDLE_EXIT:
+            return False
+        with self._mutex:
+            if self._channels:
+                return False
+            self._worker = None
+            self._pubsub = None
+            self._ready.clear()
+            return True
+
     def _open(self) -> Any:
         client = self._client()
         if client is None:
             return None
-        pubsub = client.pubsub()
+        pubsub = cast(Any, client).pubsub()  # typed in redis, untyped in redis
         pubsub.subscribe(self._home)
         return pubsub
 
@@ -243,7 +256,10 @@ class Waker:
                 if pubsub is None:
                     try:
                         pubsub = self._open()
-                    except (RedisConnectionError, RedisTimeoutError, OSError):
+                    except Exception as exc:
+                        _concurrency.log.debug("seawall: waker cannot connect: %r", exc)
+                        if self._quiet_for(quiet_since):
+                            return
                         sleep(RECONNECT_BACKOFF)
                         continue
                     if pubsub is None:
@@ -253,7 +269,10 @@ class Waker:
                     self._ready.set()
                 try:
                     message = pubsub.get_message(timeout=POLL)
-                except (RedisConnectionError, RedisTimeoutError, OSError):
+                except Exception as exc:
+                    # Not only ConnectionError: when the user closes the client under us, the
+                    # parser can fail with anything. Start over on a fresh connection.
+                    _concurrency.log.debug("seawall: waker connection failed: %r", exc)
                     self._ready.clear()
                     with self._mutex:
                         self._pubsub = None
@@ -266,26 +285,19 @@ class Waker:
                 if message is not None:
                     self._on_message(message)
                     continue
-                if self._drop_idle(pubsub):
-                    if _concurrency.monotonic() - quiet_since > IDLE_EXIT:
-                        with self._mutex:
-                            if not self._channels:
-                                self._worker = None
-                                self._pubsub = None
-                                self._ready.clear()
-                                return
-                else:
+                if not self._drop_idle(pubsub):
                     quiet_since = _concurrency.monotonic()
+                elif self._quiet_for(quiet_since):
+                    return
         finally:
             if pubsub is not None:
                 _close(pubsub)
 
 
 def _close(pubsub: Any) -> None:
-    try:
+    # Closing a broken connection may fail again; there is nothing left to do then.
+    with contextlib.suppress(Exception):
         pubsub.close()
-    except Exception:  # closing a broken connection may fail again; nothing to do
-        pass
 
 
 _registry = ScopedRegistry()

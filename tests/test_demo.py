@@ -1,0 +1,191 @@
+"""`seawall demo --quick` end to end: a real server, real worker processes, real output.
+
+The demo is run once, as a user would run it, and its tables are read back: the unsafe
+rounds must lose updates, seawall.Lock must lose none, and the frozen holder's late write
+must be refused by its fence.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import redis
+
+import seawall
+from seawall.demo import WORKERS
+from seawall.demo._table import Cell, Column, Style, Table, render
+from seawall.demo.counter import QUICK, stall_points
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+DEMO_TIMEOUT = 30.0
+WIDTH = 100
+
+_COUNTER_ROW = re.compile(
+    r"^\s+(?P<method>no lock|SETNX\+EXPIRE|seawall\.Lock)\s+(?P<expected>\d+)\s+"
+    r"(?P<final>\d+)\s+(?P<lost>-?\d+)\s+[\d.]+ s\s"
+)
+_TIMELINE_ROW = re.compile(
+    # Columns are separated by at least two spaces; a step may contain single ones.
+    r"^\s+[\d.]+ s\s+(?P<who>setup|[AB] \d+)\s+(?P<step>.+?)\s{2,}(?P<fence>\d+)\s{2,}"
+    r"(?P<result>\S.*)$"
+)
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(SRC), env.get("PYTHONPATH")]))
+    return env
+
+
+@dataclass(frozen=True)
+class DemoRun:
+    stdout: str
+    stderr: str
+    returncode: int
+    elapsed: float
+
+
+@pytest.fixture(scope="module")
+def demo() -> DemoRun:
+    env = _env()
+    env["COLUMNS"] = str(WIDTH)  # pins the layout the row patterns below read
+    started = time.monotonic()
+    completed = subprocess.run(
+        [sys.executable, "-m", "seawall", "demo", "--quick"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=DEMO_TIMEOUT,
+    )
+    return DemoRun(
+        completed.stdout, completed.stderr, completed.returncode, time.monotonic() - started
+    )
+
+
+def _counter_rows(output: str) -> dict[str, tuple[int, int, int]]:
+    rows = {}
+    for line in output.splitlines():
+        match = _COUNTER_ROW.match(line)
+        if match:
+            rows[match["method"]] = (
+                int(match["expected"]),
+                int(match["final"]),
+                int(match["lost"]),
+            )
+    return rows
+
+
+def _timeline(output: str) -> list[tuple[str, str, int, str]]:
+    rows = []
+    for line in output.splitlines():
+        match = _TIMELINE_ROW.match(line)
+        if match:
+            rows.append((match["who"], match["step"], int(match["fence"]), match["result"]))
+    return rows
+
+
+def test_demo_exits_cleanly_within_the_time_limit(demo: DemoRun) -> None:
+    assert demo.returncode == 0, demo.stderr
+    assert demo.elapsed < DEMO_TIMEOUT
+    assert "demo finished in" in demo.stdout
+
+
+def test_output_is_plain_and_fits_the_terminal(demo: DemoRun) -> None:
+    assert "\x1b[" not in demo.stdout  # not a tty: no colour codes
+    too_wide = [line for line in demo.stdout.splitlines() if len(line) > WIDTH]
+    assert not too_wide
+
+
+def test_unsafe_counters_lose_updates_and_seawall_lock_loses_none(demo: DemoRun) -> None:
+    rows = _counter_rows(demo.stdout)
+    assert set(rows) == {"no lock", "SETNX+EXPIRE", "seawall.Lock"}, demo.stdout
+    increments = WORKERS * QUICK.increments
+    for method, (expected, final, lost) in rows.items():
+        assert expected == increments, method
+        assert final + lost == expected, method
+    assert rows["no lock"][2] > 0
+    # The seeds' recipe: the lock expires under a stalled holder, whose late SET and DEL
+    # then undo the next holder's increments.
+    assert rows["SETNX+EXPIRE"][2] > 0
+    assert rows["seawall.Lock"] == (increments, increments, 0)
+    assert "leases lost: 0" in demo.stdout
+
+
+def test_frozen_holder_is_fenced_off(demo: DemoRun) -> None:
+    timeline = _timeline(demo.stdout)
+    by_step = {step: (who, fence, result) for who, step, fence, result in timeline}
+
+    a_who, a_fence, _ = by_step["acquires the lock and reads balance 100"]
+    b_who, b_fence, b_result = by_step["reads 100, fenced_write 150, release()"]
+    assert a_who.startswith("A ") and b_who.startswith("B ")
+    assert b_fence > a_fence
+    assert b_result == "accepted"
+
+    late_who, late_fence, late_result = by_step["fenced_write 70 with its old fence"]
+    assert (late_who, late_fence, late_result) == (a_who, a_fence, "rejected (False)")
+    release = [row for row in timeline if row[0] == a_who and row[1] == "release()"]
+    assert release == [(a_who, "release()", a_fence, "LockNotOwnedError")]
+
+    assert "Final balance 120" in demo.stdout
+    assert "WHERE id = :id AND fence < :fence" in demo.stdout
+
+
+def test_stall_points_are_spread_over_the_work() -> None:
+    assert stall_points(800, 1) == (266,)
+    assert stall_points(2000, 2) == (500, 1000)
+
+
+def test_table_wraps_its_notes_column_to_the_width() -> None:
+    table = Table(
+        title="t",
+        columns=[Column("method"), Column("lost", ">"), Column("notes", wrap=True)],
+    )
+    table.add("no lock", Cell("12", "bad"), "word " * 40)
+    lines = render(table, Style(colour=False, width=80))
+    assert max(len(line) for line in lines) <= 80
+    assert sum("word" in line for line in lines) > 2
+    assert "\x1b[" not in "".join(lines)
+    assert "\x1b[31m" in "".join(render(table, Style(colour=True, width=80)))
+
+
+def test_version() -> None:
+    completed = subprocess.run(
+        [sys.executable, "-m", "seawall", "--version"],
+        capture_output=True,
+        text=True,
+        env=_env(),
+        timeout=30,
+    )
+    assert completed.returncode == 0
+    assert completed.stdout.strip() == f"seawall {seawall.__version__}"
+
+
+def test_server_command_serves_until_sigterm() -> None:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "seawall", "server"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(),
+    )
+    try:
+        assert process.stdout is not None
+        url = process.stdout.readline().strip()
+        assert url.startswith("redis://127.0.0.1:"), process.stderr.read() if process.stderr else ""
+        client = redis.Redis.from_url(url, socket_timeout=5)
+        assert client.ping()
+        process.terminate()
+        assert process.wait(timeout=15) == 0
+        with pytest.raises(redis.ConnectionError):
+            redis.Redis.from_url(url, socket_timeout=5).ping()
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
