@@ -39,13 +39,25 @@ def tagged(kind: str, name: str) -> str:
     return f"{PREFIX}:{kind}:{{{name}}}"
 
 
+# Wake-up channels are "<WAKE_PREFIX><waiter id>", one per process (per event loop) and
+# client; the release script builds the name from the id it pops from the queue.
+WAKE_PREFIX = f"{PREFIX}:wake:"
+
+
 @dataclass(frozen=True, slots=True)
 class LockKeys:
     key: str  # holds the owner's token while held
     fence: str  # counter, INCRed on every acquisition; never expires
-    channel: str  # pub/sub channel that announces releases
+    waiters: str  # zset of waiting processes' ids, oldest first; gone when nobody waits
+    throttle: str  # short-lived marker: a waiter was woken moments ago
 
 
 def lock_keys(name: str) -> LockKeys:
-    base = tagged("lock", name)
-    return LockKeys(key=base, fence=f"{base}:fence", channel=f"{base}:released")
+    return lock_keys_of(tagged("lock", name))
+
+
+def lock_keys_of(key: str) -> LockKeys:
+    """The keys of the lock whose main key is `key` (a wake-up message carries it)."""
+    return LockKeys(
+        key=key, fence=f"{key}:fence", waiters=f"{key}:waiters", throttle=f"{key}:woken"
+    )

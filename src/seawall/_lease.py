@@ -10,6 +10,13 @@ RENEW_FRACTION = 1 / 3
 # was lost (pub/sub drops messages when its connection breaks).
 MAX_WAIT_SLICE = 2.0
 
+# Contended locks (see lua/lock_release.lua): a waiter queued this long gets the lock
+# handed to it; the hand-off is reserved for that long; plain wake-ups come at most once per
+# WAKE_THROTTLE, and a woken waiter that lost the race looks again after that.
+STARVING = 0.020
+HANDOFF = 0.100
+WAKE_THROTTLE = 0.005
+
 # After a failed renewal, retry this often (as a fraction of the ttl) until the lease lapses.
 RETRY_FRACTION = 1 / 10
 MIN_RETRY = 0.01

@@ -56,6 +56,10 @@ def check_name(name: Any, what: str) -> str:
     return name
 
 
+# Far beyond any sensible lease, yet small enough for every timer the waits go through.
+MAX_SECONDS = 1e9
+
+
 def check_seconds(value: Any, what: str, *, minimum: float = 0.001) -> float:
     """A positive, finite number of seconds (at least `minimum`: Redis expires in ms)."""
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -63,8 +67,11 @@ def check_seconds(value: Any, what: str, *, minimum: float = 0.001) -> float:
             f"{what} must be a number of seconds (int or float), got {type(value).__qualname__}: "
             f"{value!r}"
         )
-    if not math.isfinite(value) or value < minimum:
-        raise ValueError(f"{what} must be a finite number of seconds >= {minimum}, got {value!r}")
+    if not math.isfinite(value) or not minimum <= value <= MAX_SECONDS:
+        raise ValueError(
+            f"{what} must be a finite number of seconds >= {minimum} and <= {MAX_SECONDS:g}, "
+            f"got {value!r}"
+        )
     return float(value)
 
 

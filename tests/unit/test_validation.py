@@ -23,6 +23,7 @@ ASYNC = redis.asyncio.Redis(port=1)
         ({"ttl": -1.0}, ValueError, ">= 0.001"),
         ({"ttl": math.nan}, ValueError, "finite"),
         ({"ttl": math.inf}, ValueError, "finite"),
+        ({"ttl": 3e12}, ValueError, "<= 1e\\+09"),
         ({"ttl": "30"}, TypeError, "number of seconds"),
         ({"ttl": True}, TypeError, "number of seconds"),
         ({"timeout": -1}, ValueError, "timeout"),

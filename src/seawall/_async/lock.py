@@ -13,9 +13,15 @@ from redis.exceptions import RedisError
 from seawall import _concurrency, _lease, _scripts
 from seawall._async.renewer import get_renewer
 from seawall._async.scripts import run_script
-from seawall._async.waker import get_waker
-from seawall._concurrency import async_background, async_fire, async_owner, async_time_limit
-from seawall._keys import lock_keys
+from seawall._async.waker import AsyncWaker, get_waker
+from seawall._concurrency import (
+    async_background,
+    async_fire,
+    async_owner,
+    async_scope,
+    async_time_limit,
+)
+from seawall._keys import WAKE_PREFIX, lock_keys
 from seawall._validate import check_async_client, check_name, check_seconds, check_timeout
 from seawall.errors import LockError, LockNotOwnedError, LockTimeout
 
@@ -24,8 +30,17 @@ _RELEASE = _scripts.load("lock_release")
 _EXTEND = _scripts.load("lock_extend")
 
 
+# An unused queue of waiting processes expires after this long (waiters refresh it on
+# every attempt, at least every _lease.MAX_WAIT_SLICE).
+QUEUE_TTL_MS = 5_000
+
+
 def _ms(seconds: float) -> int:
     return max(1, round(seconds * 1000))
+
+
+# Release script arguments: starving threshold, hand-off reservation, wake-up throttle (ms).
+_CONTENTION = (_ms(_lease.STARVING), _ms(_lease.HANDOFF), _ms(_lease.WAKE_THROTTLE))
 
 
 def _text(value: Any) -> str:
@@ -73,8 +88,10 @@ class AsyncLock:
         self._renew_leases = bool(renew)
         self._on_lost = on_lost
         self._keys = lock_keys(name)
+        self._ttl_ms = _ms(self.ttl)
         self._hold: _Hold | None = None
         self._last_fence: int | None = None
+        self._waker: tuple[object, AsyncWaker] | None = None  # (scope, waker) of last use
 
     def __repr__(self) -> str:
         state = "held" if self._hold is not None else "not held"
@@ -113,29 +130,64 @@ class AsyncLock:
         if not blocking:
             return await self._attempt(token, me) is None
         deadline = None if wait_for is None else _concurrency.monotonic() + wait_for
-        async with get_waker(self._client).turn(self._keys.channel) as turn:
+        async with self._get_waker().turn(self._keys.key) as turn:
+            promoted = not turn.first
             if not await turn.wait_turn(_remaining(deadline)):
                 return False
+            place = ""  # this process's place in the lock's queue, kept across tries
+            # A head promoted from the local queue may have inherited a wake-up that its
+            # predecessor used; like a woken waiter it looks again after the throttle.
+            woken = promoted
             while True:
-                holder_pttl = await self._attempt(token, me)
-                if holder_pttl is None:
+                waiter_id = turn.waiter_id
+                turn.rearm()
+                if waiter_id is not None:
+                    # Noted before the try: if it is cancelled in flight, the queue entry it
+                    # may have made is still withdrawn when the last local waiter leaves.
+                    turn.queueing()
+                outcome = await self._attempt(token, me, waiter_id or "", place)
+                if outcome is None:
+                    if waiter_id is not None:
+                        turn.dequeued()
                     return True
+                holder_pttl, place = outcome
                 remaining = _remaining(deadline)
                 if remaining is not None and remaining <= 0:
                     return False
-                if not turn.listening:
-                    # Subscribe, then look again: a release between the failed attempt and
-                    # the subscription would otherwise go unnoticed.
+                if waiter_id is None:
+                    # Listen first, then try again queued: a release between the failed
+                    # attempt and the queueing would otherwise wake nobody here.
                     await turn.listen(min(remaining, 1.0) if remaining is not None else 1.0)
                     continue
-                await turn.wait_signal(_lease.wait_slice(holder_pttl, remaining))
+                pause = _lease.wait_slice(holder_pttl, remaining)
+                if woken:
+                    # Woken but beaten to it: wake-ups are throttled for a moment, so look
+                    # again after that moment rather than wait for one.
+                    pause = min(pause, _lease.WAKE_THROTTLE + 0.001)
+                woken = await turn.wait_signal(pause)
 
-    async def _attempt(self, token: str, me: object) -> int | None:
-        """One try; None when acquired, else the holder's remaining ttl in ms."""
+    def _get_waker(self) -> AsyncWaker:
+        here = async_scope()
+        cached = self._waker
+        if cached is None or cached[0] is not here:
+            cached = self._waker = (here, get_waker(self._client))
+        return cached[1]
+
+    async def _attempt(
+        self, token: str, me: object, waiter_id: str = "", place: str = ""
+    ) -> tuple[int, str] | None:
+        """One try; None when acquired, else (the holder's remaining ttl in ms, our place).
+
+        With a `waiter_id`, a failed try also queues this process to be woken.
+        """
+        keys = self._keys
         sent = _concurrency.monotonic()
         try:
             reply = await run_script(
-                self._client, _ACQUIRE, (self._keys.key, self._keys.fence), (token, _ms(self.ttl))
+                self._client,
+                _ACQUIRE,
+                (keys.key, keys.fence, keys.waiters, keys.throttle),
+                (token, self._ttl_ms, waiter_id, QUEUE_TTL_MS, place),
             )
         except BaseException:
             # Cancelled or failed mid-flight: the server may have taken the lock for us.
@@ -146,7 +198,7 @@ class AsyncLock:
             )
             raise
         if int(reply[0]) != 1:
-            return int(reply[1])
+            return int(reply[1]), _text(reply[2])
         hold = _Hold(token, int(reply[1]), me, self.ttl, _lease.lease_deadline(sent, self.ttl))
         self._hold = hold
         self._last_fence = hold.fence
@@ -155,8 +207,12 @@ class AsyncLock:
         return None
 
     async def _release_token(self, token: str) -> int:
+        keys = self._keys
         reply = await run_script(
-            self._client, _RELEASE, (self._keys.key,), (token, self._keys.channel)
+            self._client,
+            _RELEASE,
+            (keys.key, keys.waiters, keys.throttle),
+            (token, WAKE_PREFIX, *_CONTENTION),
         )
         return int(reply)
 

@@ -38,6 +38,11 @@ class AsyncRenewer:
         self._order = itertools.count()
         self._changed = AsyncEvent()
         self._worker: AsyncWorker | None = None
+        # When the worker will look next (None: it waits for work). A new entry due later
+        # needs no wake-up, which keeps a tight acquire/release loop from waking the worker
+        # on every cycle.
+        self._wake_at: float | None = None
+        self._dead = 0  # inactive entries still in the heap
 
     def add(self, lock: AsyncRenewable, hold: object, due: float) -> None:
         """Renew `hold` of `lock` at `due`, and then as `lock._renew` says, until discarded.
@@ -51,6 +56,8 @@ class AsyncRenewer:
             heapq.heappush(self._heap, (due, next(self._order), entry))
             if self._worker is None or not self._worker.alive():
                 self._worker = AsyncWorker(self._run, "seawall-renewer")
+            elif self._wake_at is not None and self._wake_at <= due:
+                return
         self._changed.set()
 
     def reschedule(self, hold: object, due: float) -> None:
@@ -60,6 +67,7 @@ class AsyncRenewer:
             if old is None or not old.active:
                 return
             old.active = False
+            self._dead += 1
             entry = _Entry(old.lock, hold)
             self._entries[id(hold)] = entry
             heapq.heappush(self._heap, (due, next(self._order), entry))
@@ -71,6 +79,13 @@ class AsyncRenewer:
             entry = self._entries.pop(id(hold), None)
             if entry is not None:
                 entry.active = False
+                self._dead += 1
+                if self._dead > 64 and self._dead * 2 > len(self._heap):
+                    # Discarded entries are left in the heap until they come due; compact
+                    # it now and then, so a tight acquire/release loop does not grow it.
+                    self._heap = [item for item in self._heap if item[2].active]
+                    heapq.heapify(self._heap)
+                    self._dead = 0
 
     def active(self) -> int:
         """How many holds are being renewed."""
@@ -85,15 +100,16 @@ class AsyncRenewer:
         now = _concurrency.monotonic()
         due: list[_Entry] = []
         with self._mutex:
-            while self._heap and not self._heap[0][2].active:
-                heapq.heappop(self._heap)
-            while self._heap and self._heap[0][0] <= now:
+            while self._heap and (self._heap[0][0] <= now or not self._heap[0][2].active):
                 _, _, entry = heapq.heappop(self._heap)
                 if entry.active:
                     due.append(entry)
-            while self._heap and not self._heap[0][2].active:
-                heapq.heappop(self._heap)
+                else:
+                    self._dead = max(self._dead - 1, 0)
             wake_at = self._heap[0][0] if self._heap else None
+            # While renewals are due, the worker comes back at once; otherwise it sleeps
+            # until wake_at (or, with nothing to renew, until woken).
+            self._wake_at = now if due else wake_at
         return wake_at, due
 
     async def _run(self) -> None:
@@ -107,9 +123,16 @@ class AsyncRenewer:
                 continue
             if wake_at is not None:
                 await self._changed.wait(max(wake_at - _concurrency.monotonic(), 0.0))
-            elif not await self._changed.wait(IDLE_EXIT):
+                continue
+            with self._mutex:
+                # Idle, it looks again by itself after IDLE_EXIT: work due later than that
+                # needs no wake-up (in a tight acquire/release loop, none ever does).
+                self._wake_at = _concurrency.monotonic() + IDLE_EXIT
+            if not await self._changed.wait(IDLE_EXIT):
                 with self._mutex:
-                    if not self._heap:
+                    if not self._entries:
+                        self._heap.clear()
+                        self._dead = 0
                         self._worker = None
                         return
 

@@ -1,17 +1,22 @@
 """Wake-ups for blocked acquirers: one pub/sub connection per client, per process or loop.
 
-Waiters for one lock name in one process queue up locally (FIFO); only the head of that
+Waiters for one lock in one process queue up locally (FIFO) and only the head of that
 queue talks to Redis, so 1,000 threads blocked on a lock use one pool connection for their
-retries plus this waker's single pub/sub connection. A release publishes on the lock's
-channel; the waker wakes that channel's head, which retries at once.
+attempts plus this waker's pub/sub connection. A failed attempt by a head also enters the
+process, by the waker's id, in the lock's queue in Redis (same script, no extra round
+trip). A release pops the process that has waited longest and publishes to that process's
+own channel; its waker wakes the local head, which tries at once. One process is woken per
+release, so contended locks cost no herd of failing attempts.
 
-Pub/sub loses messages while its connection is down. Every wait is therefore bounded
-(`_lease.wait_slice`), and after a reconnect every head is woken to look again.
+Pub/sub loses messages while its connection is down, and a popped process may have died.
+Every wait is therefore bounded (`_lease.wait_slice`); after a reconnect every head is
+woken to look again; a wake-up for a lock nobody here waits for any more is passed on.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import uuid
 import weakref
@@ -19,38 +24,35 @@ from collections import deque
 from types import TracebackType
 from typing import Any, cast
 
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
-
-from seawall import _concurrency
-from seawall._concurrency import AsyncEvent, AsyncWorker, ScopedRegistry, async_scope, async_sleep
+from seawall import _concurrency, _scripts
+from seawall._async.scripts import run_script
+from seawall._concurrency import (
+    AsyncEvent,
+    AsyncWorker,
+    ScopedRegistry,
+    async_background,
+    async_scope,
+    async_sleep,
+)
+from seawall._keys import WAKE_PREFIX, lock_keys_of
 from seawall._validate import AsyncClient
 
-# Channels nobody waits on are unsubscribed after this long (saves a round trip per wait
-# under steady contention); the listener exits after IDLE_EXIT with no channel at all.
-LINGER = 5.0
+_PASS_WAKE = _scripts.load("lock_pass_wake")
+
+# The listener exits after this long with nobody waiting; POLL is how often it looks.
 IDLE_EXIT = 10.0
 POLL = 1.0
 RECONNECT_BACKOFF = 0.05
 
 
 class _Waiter:
+    """One blocked acquire. Events are made only when needed: most acquires never wait."""
+
     __slots__ = ("signal", "turn")
 
     def __init__(self) -> None:
-        self.turn = AsyncEvent()  # set when this waiter is the head of its queue
-        self.signal = AsyncEvent()  # set when the lock may have become free
-
-
-class _Channel:
-    __slots__ = ("confirmed", "idle_since", "name", "queue", "requested")
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.queue: deque[_Waiter] = deque()
-        self.requested = False  # SUBSCRIBE sent on the current connection
-        self.confirmed = AsyncEvent()  # the server acknowledged it
-        self.idle_since: float | None = None
+        self.turn: AsyncEvent | None = None  # set when this waiter becomes the head
+        self.signal: AsyncEvent | None = None  # set when the lock may have become free
 
 
 def _text(value: Any) -> str:
@@ -58,16 +60,15 @@ def _text(value: Any) -> str:
 
 
 class AsyncTurn:
-    """A place in the local queue of one lock name; `async with waker.turn(channel)`."""
+    """A place in the local queue of one lock; `async with waker.turn(lock_key)`."""
 
-    def __init__(self, waker: AsyncWaker, channel: str) -> None:
+    def __init__(self, waker: AsyncWaker, key: str) -> None:
         self._waker = waker
-        self._name = channel
+        self._key = key
         self._waiter = _Waiter()
-        self._channel: _Channel | None = None
 
     async def __aenter__(self) -> AsyncTurn:
-        self._channel = self._waker._join(self._name, self._waiter)
+        self._waker._join(self._key, self._waiter)
         return self
 
     async def __aexit__(
@@ -76,27 +77,56 @@ class AsyncTurn:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        assert self._channel is not None
-        self._waker._leave(self._channel, self._waiter)
+        if self._waker._leave(self._key, self._waiter):
+            # Nobody here waits for this lock any more: leave its queue in Redis, so a
+            # release wakes a process that still wants it.
+            async_background(
+                functools.partial(self._waker._withdraw, self._key),
+                f"leaving the queue of {self._key!r}",
+            )
+
+    def queueing(self) -> None:
+        """This process is about to queue itself for the lock (a try with `waiter_id`)."""
+        with self._waker._mutex:
+            self._waker._queued.add(self._key)
+
+    def dequeued(self) -> None:
+        """A queued try acquired the lock; the script took this process off the queue."""
+        with self._waker._mutex:
+            self._waker._queued.discard(self._key)
+
+    @property
+    def first(self) -> bool:
+        """Whether this waiter found the local queue empty (it never waited for a turn)."""
+        return self._waiter.turn is None
 
     async def wait_turn(self, timeout: float | None) -> bool:
         """Wait to become the head of the local queue; False on timeout."""
-        return await self._waiter.turn.wait(timeout)
+        event = self._waiter.turn
+        return True if event is None else await event.wait(timeout)
 
     @property
-    def listening(self) -> bool:
-        return self._channel is not None and self._channel.confirmed.is_set()
+    def waiter_id(self) -> str | None:
+        """The id to queue this process under, once its wake-up channel is listened to."""
+        return self._waker.id if self._waker.ready else None
 
     async def listen(self, timeout: float | None) -> None:
-        """Subscribe to the channel (once per process) and wait for the acknowledgement."""
-        assert self._channel is not None
-        await self._waker._subscribe(self._channel, timeout)
+        """Start the process's listener (once) and wait until it is subscribed."""
+        await self._waker._start(timeout)
+
+    def rearm(self) -> None:
+        """Forget earlier wake-ups; call it just before a try, never after a wait.
+
+        A wake-up that arrives during the try then stays set for the next wait, instead of
+        being erased together with one that was already used.
+        """
+        signal = self._waiter.signal
+        if signal is not None:
+            signal.clear()
 
     async def wait_signal(self, timeout: float) -> bool:
-        """Wait for a release signal; False when `timeout` passed without one."""
-        signalled = await self._waiter.signal.wait(timeout)
-        self._waiter.signal.clear()
-        return signalled
+        """Wait for a wake-up since the last `rearm`; False when `timeout` passed first."""
+        return await self._waker._signal_of(self._waiter).wait(timeout)
 
 
 class AsyncWaker:
@@ -105,147 +135,139 @@ class AsyncWaker:
         # every client ever used alive.
         self._client = weakref.ref(client)
         self._mutex = threading.Lock()
-        self._channels: dict[str, _Channel] = {}
-        self._pubsub: Any = None
+        self._queues: dict[str, deque[_Waiter]] = {}
+        self._queued: set[str] = set()  # locks whose queue in Redis holds this process
+        self.id = uuid.uuid4().hex
+        self._channel = WAKE_PREFIX + self.id
         self._ready = AsyncEvent()
         self._worker: AsyncWorker | None = None
-        self._home = f"seawall:waker:{uuid.uuid4().hex}"
-        self._home_acks = 0
+        self._acks = 0
 
-    def turn(self, channel: str) -> AsyncTurn:
-        return AsyncTurn(self, channel)
+    def turn(self, key: str) -> AsyncTurn:
+        return AsyncTurn(self, key)
 
-    def subscribed(self) -> list[str]:
-        """Channels currently subscribed (for tests and diagnostics)."""
-        with self._mutex:
-            return [c.name for c in self._channels.values() if c.confirmed.is_set()]
+    @property
+    def ready(self) -> bool:
+        return self._ready.is_set()
 
     def running(self) -> bool:
         with self._mutex:
             return self._worker is not None and self._worker.alive()
 
-    def _join(self, name: str, waiter: _Waiter) -> _Channel:
+    def waiting(self) -> int:
+        """How many acquires of this process wait through this waker (diagnostics)."""
         with self._mutex:
-            channel = self._channels.get(name)
-            if channel is None:
-                channel = self._channels[name] = _Channel(name)
-            channel.queue.append(waiter)
-            channel.idle_since = None
-            if len(channel.queue) == 1:
-                waiter.turn.set()
-            return channel
+            return sum(len(q) for q in self._queues.values())
 
-    def _leave(self, channel: _Channel, waiter: _Waiter) -> None:
+    def _join(self, key: str, waiter: _Waiter) -> None:
         with self._mutex:
-            was_head = channel.queue and channel.queue[0] is waiter
-            channel.queue.remove(waiter)
-            if not channel.queue:
-                channel.idle_since = _concurrency.monotonic()
-            elif was_head:
-                # The new head looks at once: the lock may be free, and a signal meant for
-                # the old head must not be lost with it.
-                head = channel.queue[0]
+            queue = self._queues.get(key)
+            if queue is None:
+                queue = self._queues[key] = deque()
+            if queue:
+                waiter.turn = AsyncEvent()
+            queue.append(waiter)
+
+    def _leave(self, key: str, waiter: _Waiter) -> bool:
+        """Leave the local queue; True when it is now empty and Redis still queues us."""
+        with self._mutex:
+            queue = self._queues[key]
+            was_head = queue[0] is waiter
+            queue.remove(waiter)
+            if not queue:
+                del self._queues[key]
+                if key in self._queued:
+                    self._queued.discard(key)
+                    return True
+                return False
+            if was_head:
+                # The new head looks at once: the lock may be free, and a wake-up meant
+                # for the old head must not be lost with it.
+                head = queue[0]
+                assert head.turn is not None
                 head.turn.set()
-                head.signal.set()
+                self._signal_locked(head)
+            return False
 
-    async def _subscribe(self, channel: _Channel, timeout: float | None) -> None:
+    def _signal_of(self, waiter: _Waiter) -> AsyncEvent:
+        with self._mutex:
+            if waiter.signal is None:
+                waiter.signal = AsyncEvent()
+            return waiter.signal
+
+    def _signal_locked(self, waiter: _Waiter) -> None:
+        if waiter.signal is None:
+            waiter.signal = AsyncEvent()
+        waiter.signal.set()
+
+    def _wake(self, key: str) -> bool:
+        """Wake the local head waiting for `key`; False if nobody here waits for it."""
+        with self._mutex:
+            queue = self._queues.get(key)
+            if not queue:
+                return False
+            self._signal_locked(queue[0])
+            return True
+
+    def _wake_all(self) -> None:
+        with self._mutex:
+            for queue in self._queues.values():
+                self._signal_locked(queue[0])
+
+    async def _start(self, timeout: float | None) -> bool:
         with self._mutex:
             if self._worker is None or not self._worker.alive():
                 self._ready.clear()
                 self._worker = AsyncWorker(self._run, "seawall-waker")
-        if not await self._ready.wait(timeout):
+        return await self._ready.wait(timeout)
+
+    async def _withdraw(self, key: str) -> None:
+        client = self._client()
+        if client is not None:
+            await client.zrem(lock_keys_of(key).waiters, self.id)
+
+    async def _pass_on(self, key: str) -> None:
+        client = self._client()
+        if client is None:
             return
-        with self._mutex:
-            send = not channel.requested
-            channel.requested = True
-            pubsub = self._pubsub
-        if send and pubsub is not None:
-            try:
-                await pubsub.subscribe(channel.name)
-            except (RedisConnectionError, RedisTimeoutError, OSError):
-                with self._mutex:
-                    channel.requested = False
-                return
-        await channel.confirmed.wait(timeout)
+        keys = lock_keys_of(key)
+        await run_script(client, _PASS_WAKE, (keys.key, keys.waiters), (WAKE_PREFIX, self.id))
 
-    def _wake_all(self) -> None:
-        with self._mutex:
-            for channel in self._channels.values():
-                if channel.queue:
-                    channel.queue[0].signal.set()
-
-    def _reset_channels(self) -> None:
-        with self._mutex:
-            for channel in self._channels.values():
-                channel.requested = False
-                channel.confirmed.clear()
-
-    def _on_message(self, message: dict[str, Any]) -> None:
+    async def _on_message(self, message: dict[str, Any]) -> None:
         kind = message["type"]
-        name = _text(message["channel"])
-        if name == self._home:
-            if kind == "subscribe":
-                self._home_acks += 1
-                if self._home_acks > 1:
-                    # The client reconnected and re-subscribed on its own: releases may
-                    # have been missed meanwhile.
-                    self._wake_all()
-            return
-        with self._mutex:
-            channel = self._channels.get(name)
-            if channel is None:
-                return
-            if kind == "message":
-                if channel.queue:
-                    channel.queue[0].signal.set()
-            elif kind == "subscribe":
-                if channel.confirmed.is_set() and channel.queue:
-                    channel.queue[0].signal.set()  # a re-subscribe after a reconnect
-                channel.confirmed.set()
-            elif kind == "unsubscribe" and channel.requested:
-                # The unsubscribe of an idle channel crossed a new waiter's subscribe:
-                # make that waiter subscribe again.
-                channel.requested = False
-                channel.confirmed.clear()
-                if channel.queue:
-                    channel.queue[0].signal.set()
-
-    async def _drop_idle(self, pubsub: Any) -> bool:
-        """Unsubscribe lingering channels; True when the listener may exit."""
-        now = _concurrency.monotonic()
-        with self._mutex:
-            idle = [
-                c
-                for c in self._channels.values()
-                if not c.queue and c.idle_since is not None and now - c.idle_since > LINGER
-            ]
-            for channel in idle:
-                del self._channels[channel.name]
-            names = [c.name for c in idle if c.requested]
-            quiet = not self._channels
-        if names:
-            await pubsub.unsubscribe(*names)
-        return quiet
-
-    async def _quiet_for(self, quiet_since: float) -> bool:
-        """True (and the listener is detached) once no channel was wanted for IDLE_EXIT."""
-        if _concurrency.monotonic() - quiet_since <= IDLE_EXIT:
-            return False
-        with self._mutex:
-            if self._channels:
-                return False
-            self._worker = None
-            self._pubsub = None
-            self._ready.clear()
-            return True
+        if kind == "subscribe":
+            self._acks += 1
+            self._ready.set()
+            if self._acks > 1:
+                # The client reconnected and re-subscribed by itself: wake-ups may have
+                # been lost meanwhile, so every head looks again.
+                self._wake_all()
+        elif kind == "message":
+            key = _text(message["data"])
+            if not self._wake(key):
+                try:
+                    await self._pass_on(key)
+                except Exception as exc:  # the lock's queue or the wait slices recover
+                    _concurrency.log.info("seawall: passing a wake-up on failed: %r", exc)
 
     async def _open(self) -> Any:
         client = self._client()
         if client is None:
             return None
         pubsub = cast(Any, client).pubsub()  # typed in redis.asyncio, untyped in redis
-        await pubsub.subscribe(self._home)
+        await pubsub.subscribe(self._channel)
         return pubsub
+
+    def _detach_if_idle(self, quiet_since: float) -> bool:
+        """True (and the listener is detached) once nobody waited for IDLE_EXIT."""
+        if _concurrency.monotonic() - quiet_since <= IDLE_EXIT:
+            return False
+        with self._mutex:
+            if self._queues:
+                return False
+            self._worker = None
+            self._ready.clear()
+            return True
 
     async def _run(self) -> None:
         pubsub: Any = None
@@ -257,15 +279,14 @@ class AsyncWaker:
                         pubsub = await self._open()
                     except Exception as exc:
                         _concurrency.log.debug("seawall: waker cannot connect: %r", exc)
-                        if await self._quiet_for(quiet_since):
+                        if self._detach_if_idle(quiet_since):
                             return
                         await async_sleep(RECONNECT_BACKOFF)
                         continue
                     if pubsub is None:
+                        with self._mutex:
+                            self._worker = None
                         return
-                    with self._mutex:
-                        self._pubsub = pubsub
-                    self._ready.set()
                 try:
                     message = await pubsub.get_message(timeout=POLL)
                 except Exception as exc:
@@ -273,20 +294,19 @@ class AsyncWaker:
                     # parser can fail with anything. Start over on a fresh connection.
                     _concurrency.log.debug("seawall: waker connection failed: %r", exc)
                     self._ready.clear()
-                    with self._mutex:
-                        self._pubsub = None
-                    self._reset_channels()
+                    self._acks = 0
                     self._wake_all()
                     await _close(pubsub)
                     pubsub = None
                     await async_sleep(RECONNECT_BACKOFF)
                     continue
                 if message is not None:
-                    self._on_message(message)
-                    continue
-                if not await self._drop_idle(pubsub):
+                    await self._on_message(message)
+                with self._mutex:
+                    busy = bool(self._queues)
+                if busy:
                     quiet_since = _concurrency.monotonic()
-                elif await self._quiet_for(quiet_since):
+                elif message is None and self._detach_if_idle(quiet_since):
                     return
         finally:
             if pubsub is not None:

@@ -14,9 +14,15 @@ from redis.exceptions import RedisError
 from seawall import _concurrency, _lease, _scripts
 from seawall._sync.renewer import get_renewer
 from seawall._sync.scripts import run_script
-from seawall._sync.waker import get_waker
-from seawall._concurrency import background, fire, owner, time_limit
-from seawall._keys import lock_keys
+from seawall._sync.waker import Waker, get_waker
+from seawall._concurrency import (
+    background,
+    fire,
+    owner,
+    scope,
+    time_limit,
+)
+from seawall._keys import WAKE_PREFIX, lock_keys
 from seawall._validate import check_client, check_name, check_seconds, check_timeout
 from seawall.errors import LockError, LockNotOwnedError, LockTimeout
 
@@ -25,8 +31,17 @@ _RELEASE = _scripts.load("lock_release")
 _EXTEND = _scripts.load("lock_extend")
 
 
+# An unused queue of waiting processes expires after this long (waiters refresh it on
+# every attempt, at least every _lease.MAX_WAIT_SLICE).
+QUEUE_TTL_MS = 5_000
+
+
 def _ms(seconds: float) -> int:
     return max(1, round(seconds * 1000))
+
+
+# Release script arguments: starving threshold, hand-off reservation, wake-up throttle (ms).
+_CONTENTION = (_ms(_lease.STARVING), _ms(_lease.HANDOFF), _ms(_lease.WAKE_THROTTLE))
 
 
 def _text(value: Any) -> str:
@@ -74,8 +89,10 @@ class Lock:
         self._renew_leases = bool(renew)
         self._on_lost = on_lost
         self._keys = lock_keys(name)
+        self._ttl_ms = _ms(self.ttl)
         self._hold: _Hold | None = None
         self._last_fence: int | None = None
+        self._waker: tuple[object, Waker] | None = None  # (scope, waker) of last use
 
     def __repr__(self) -> str:
         state = "held" if self._hold is not None else "not held"
@@ -114,29 +131,64 @@ class Lock:
         if not blocking:
             return self._attempt(token, me) is None
         deadline = None if wait_for is None else _concurrency.monotonic() + wait_for
-        with get_waker(self._client).turn(self._keys.channel) as turn:
+        with self._get_waker().turn(self._keys.key) as turn:
+            promoted = not turn.first
             if not turn.wait_turn(_remaining(deadline)):
                 return False
+            place = ""  # this process's place in the lock's queue, kept across tries
+            # A head promoted from the local queue may have inherited a wake-up that its
+            # predecessor used; like a woken waiter it looks again after the throttle.
+            woken = promoted
             while True:
-                holder_pttl = self._attempt(token, me)
-                if holder_pttl is None:
+                waiter_id = turn.waiter_id
+                turn.rearm()
+                if waiter_id is not None:
+                    # Noted before the try: if it is cancelled in flight, the queue entry it
+                    # may have made is still withdrawn when the last local waiter leaves.
+                    turn.queueing()
+                outcome = self._attempt(token, me, waiter_id or "", place)
+                if outcome is None:
+                    if waiter_id is not None:
+                        turn.dequeued()
                     return True
+                holder_pttl, place = outcome
                 remaining = _remaining(deadline)
                 if remaining is not None and remaining <= 0:
                     return False
-                if not turn.listening:
-                    # Subscribe, then look again: a release between the failed attempt and
-                    # the subscription would otherwise go unnoticed.
+                if waiter_id is None:
+                    # Listen first, then try again queued: a release between the failed
+                    # attempt and the queueing would otherwise wake nobody here.
                     turn.listen(min(remaining, 1.0) if remaining is not None else 1.0)
                     continue
-                turn.wait_signal(_lease.wait_slice(holder_pttl, remaining))
+                pause = _lease.wait_slice(holder_pttl, remaining)
+                if woken:
+                    # Woken but beaten to it: wake-ups are throttled for a moment, so look
+                    # again after that moment rather than wait for one.
+                    pause = min(pause, _lease.WAKE_THROTTLE + 0.001)
+                woken = turn.wait_signal(pause)
 
-    def _attempt(self, token: str, me: object) -> int | None:
-        """One try; None when acquired, else the holder's remaining ttl in ms."""
+    def _get_waker(self) -> Waker:
+        here = scope()
+        cached = self._waker
+        if cached is None or cached[0] is not here:
+            cached = self._waker = (here, get_waker(self._client))
+        return cached[1]
+
+    def _attempt(
+        self, token: str, me: object, waiter_id: str = "", place: str = ""
+    ) -> tuple[int, str] | None:
+        """One try; None when acquired, else (the holder's remaining ttl in ms, our place).
+
+        With a `waiter_id`, a failed try also queues this process to be woken.
+        """
+        keys = self._keys
         sent = _concurrency.monotonic()
         try:
             reply = run_script(
-                self._client, _ACQUIRE, (self._keys.key, self._keys.fence), (token, _ms(self.ttl))
+                self._client,
+                _ACQUIRE,
+                (keys.key, keys.fence, keys.waiters, keys.throttle),
+                (token, self._ttl_ms, waiter_id, QUEUE_TTL_MS, place),
             )
         except BaseException:
             # Cancelled or failed mid-flight: the server may have taken the lock for us.
@@ -147,7 +199,7 @@ class Lock:
             )
             raise
         if int(reply[0]) != 1:
-            return int(reply[1])
+            return int(reply[1]), _text(reply[2])
         hold = _Hold(token, int(reply[1]), me, self.ttl, _lease.lease_deadline(sent, self.ttl))
         self._hold = hold
         self._last_fence = hold.fence
@@ -156,8 +208,12 @@ class Lock:
         return None
 
     def _release_token(self, token: str) -> int:
+        keys = self._keys
         reply = run_script(
-            self._client, _RELEASE, (self._keys.key,), (token, self._keys.channel)
+            self._client,
+            _RELEASE,
+            (keys.key, keys.waiters, keys.throttle),
+            (token, WAKE_PREFIX, *_CONTENTION),
         )
         return int(reply)
 

@@ -1,0 +1,234 @@
+"""Shared plumbing for the benchmarks: arguments, statistics, tables, request counting.
+
+Each benchmark is a script (`python bench/lock_uncontended.py`) that starts its own server
+with `seawall.server()`, prints a table and, with `--json PATH`, writes its figures so that
+`bench/run_all.py` can take medians over several runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import threading
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import redis
+import redis.asyncio.connection
+import redis.connection
+
+# contender -> metric -> value; the one shape every benchmark reports.
+Table = dict[str, dict[str, float]]
+
+
+@dataclass(frozen=True)
+class Column:
+    key: str
+    title: str
+    fmt: str  # format spec applied to the value, e.g. ",.0f"
+
+
+@dataclass(frozen=True)
+class Goal:
+    """A target from the issue: `contender`'s `metric` compared with `bound`."""
+
+    text: str
+    contender: str
+    metric: str
+    op: str  # ">=" or "<=" or "=="
+    bound: float
+
+    def check(self, table: Table) -> bool | None:
+        """True/False when the figure exists, None when it was not measured."""
+        value = table.get(self.contender, {}).get(self.metric)
+        if value is None or math.isnan(value):
+            return None
+        if self.op == ">=":
+            return value >= self.bound
+        if self.op == "<=":
+            return value <= self.bound
+        return value == self.bound
+
+
+def parse_args(
+    description: str, extra: Callable[[argparse.ArgumentParser], None]
+) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--quick", action="store_true", help="a short run, for smoke tests")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="also write figures here")
+    extra(parser)
+    return parser.parse_args()
+
+
+def unique_name(kind: str) -> str:
+    """A key-safe name nobody else uses, so runs never see each other's keys."""
+    return f"bench:{kind}:{uuid.uuid4().hex[:10]}"
+
+
+# --- statistics ---------------------------------------------------------------------------
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The q-th percentile (0-100) of `values`, by linear interpolation; NaN when empty."""
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q / 100
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def median(values: Sequence[float]) -> float:
+    finite = [v for v in values if not math.isnan(v)]
+    return statistics.median(finite) if finite else math.nan
+
+
+def median_table(tables: Sequence[Table]) -> Table:
+    """The median of every (contender, metric) over several runs, in first-seen order."""
+    merged: Table = {}
+    for contender in dict.fromkeys(c for t in tables for c in t):
+        metrics = dict.fromkeys(m for t in tables for m in t.get(contender, {}))
+        merged[contender] = {
+            m: median([t[contender][m] for t in tables if m in t.get(contender, {})])
+            for m in metrics
+        }
+    return merged
+
+
+# --- output -------------------------------------------------------------------------------
+
+
+def _cell(value: float | None, fmt: str) -> str:
+    if value is None or math.isnan(value):
+        return "-"
+    return format(value, fmt)
+
+
+def format_table(
+    columns: Sequence[Column], table: Table, *, first: str = "contender", markdown: bool = False
+) -> str:
+    header = [first, *(c.title for c in columns)]
+    rows = [
+        [name, *(_cell(metrics.get(c.key), c.fmt) for c in columns)]
+        for name, metrics in table.items()
+    ]
+    if markdown:
+        lines = [header, ["---"] * len(header), *rows]
+        return "\n".join("| " + " | ".join(line) + " |" for line in lines)
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+
+    def line(cells: Sequence[str]) -> str:
+        # Names left-aligned, figures right-aligned.
+        return "  ".join(
+            cell.ljust(width) if i == 0 else cell.rjust(width)
+            for i, (cell, width) in enumerate(zip(cells, widths, strict=True))
+        )
+
+    return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, rows)])
+
+
+def format_goals(goals: Sequence[Goal], table: Table) -> str:
+    lines = []
+    for goal in goals:
+        verdict = goal.check(table)
+        mark = {True: "MET", False: "MISSED", None: "not measured"}[verdict]
+        value = table.get(goal.contender, {}).get(goal.metric)
+        shown = "-" if value is None else f"{value:.4g}"
+        lines.append(f"  [{mark:>6}] {goal.text} (measured {shown})")
+    return "\n".join(lines)
+
+
+def machine_note() -> str:
+    return (
+        f"{platform.python_implementation()} {platform.python_version()}, redis-py "
+        f"{redis.__version__}, {os.cpu_count()} CPUs, {platform.machine()}, "
+        f"{platform.system()} {platform.release()}"
+    )
+
+
+def server_note(client: redis.Redis) -> str:
+    info = client.info("server")
+    name = "valkey" if "valkey_version" in info else "redis"
+    version = info.get("valkey_version") or info.get("redis_version")
+    return f"{name} {version} on port {info.get('tcp_port')}"
+
+
+def write_json(path: Path | None, benchmark: str, table: Table, notes: Mapping[str, Any]) -> None:
+    if path is None:
+        return
+    document = {"benchmark": benchmark, "table": table, "notes": dict(notes), "argv": sys.argv}
+    path.write_text(json.dumps(document, indent=1, allow_nan=True))
+
+
+# --- counting requests --------------------------------------------------------------------
+
+
+class RequestCounter:
+    """Counts requests written to Redis by redis-py, sync and asyncio, in this process.
+
+    Every command or pipeline a redis-py connection writes goes through its
+    `send_packed_command` once, and the caller then waits for the reply: one count is one
+    round trip. Counting on the client side tells requests from the commands a Lua script
+    runs inside the server, which the server's own counters lump together.
+    """
+
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()  # pottery sends from its executor's threads
+        self.requests = 0
+
+    def tick(self) -> None:
+        with self._mutex:
+            self.requests += 1
+
+
+@contextmanager
+def counting_requests() -> Iterator[RequestCounter]:
+    """Patch redis-py's connection classes to count requests while the block runs."""
+    counter = RequestCounter()
+    sync_cls = redis.connection.AbstractConnection
+    async_cls = redis.asyncio.connection.AbstractConnection
+    sync_send: Callable[..., Any] = sync_cls.send_packed_command
+    async_send = async_cls.send_packed_command
+
+    def send(self: Any, *args: Any, **kwargs: Any) -> Any:
+        counter.tick()
+        return sync_send(self, *args, **kwargs)
+
+    async def send_async(self: Any, *args: Any, **kwargs: Any) -> Any:
+        counter.tick()
+        return await async_send(self, *args, **kwargs)
+
+    sync_cls.send_packed_command = send  # type: ignore[method-assign]
+    async_cls.send_packed_command = send_async  # type: ignore[method-assign]
+    try:
+        yield counter
+    finally:
+        sync_cls.send_packed_command = sync_send  # type: ignore[method-assign]
+        async_cls.send_packed_command = async_send  # type: ignore[method-assign]
+
+
+def server_commands(client: redis.Redis) -> int:
+    """Commands the server has run, Lua-internal ones included (INFO stats)."""
+    return int(client.info("stats")["total_commands_processed"])
+
+
+def server_cpu(client: redis.Redis) -> float:
+    """CPU seconds the server has used, system and user, all its threads (INFO cpu)."""
+    info = client.info("cpu")
+    return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
+
+
+def command_calls(client: redis.Redis) -> dict[str, int]:
+    """Calls per command name (INFO commandstats), Lua-internal ones included."""
+    stats = client.info("commandstats")
+    return {name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in stats.items()}
