@@ -127,3 +127,27 @@ async def _holder_async(url: str, cluster: bool, name: str, ttl: float, pipe: Co
         else:
             await r.aclose()
             return
+
+
+def contend(url: str, name: str, seconds: float) -> list[float]:
+    """Acquire/release in a tight loop for `seconds`; returns each acquisition's wait (s)."""
+    r = redis.Redis.from_url(url)
+    lock = seawall.Lock(r, name, ttl=10.0, timeout=30)
+    waits = []
+    until = time.monotonic() + seconds
+    while time.monotonic() < until:
+        started = time.monotonic()
+        with lock:
+            waits.append(time.monotonic() - started)
+            r.incr(counter_key(name))
+    r.close()
+    return waits
+
+
+def wait_for_lock(url: str, name: str, ready: Any) -> None:
+    """Block on a held lock (queued in Redis) until killed."""
+    r = redis.Redis.from_url(url)
+    lock = seawall.Lock(r, name, ttl=10.0)
+    ready.set()
+    lock.acquire()
+    time.sleep(60)
