@@ -178,19 +178,27 @@ def test_cancellation_never_leaves_a_lock_beyond_its_ttl(standalone: Target) -> 
     ttl = 0.5
     trials = 1000
 
+    outcomes = {"cancelled": 0, "finished": 0}
+
     async def one_trial(r: Any, rng: random.Random, i: int) -> None:
-        lock = seawall.aio.Lock(r, f"cancel:{i % 7}", ttl=ttl)
+        lock = seawall.aio.Lock(r, f"cancel:{i % 7}", ttl=ttl, timeout=2)
 
         async def use() -> None:
-            if await lock.acquire(timeout=2):
-                await asyncio.sleep(rng.uniform(0, 0.002))
-                await lock.release()
+            if i % 2:
+                # No await between them: a cancellation lands in acquire or in release.
+                if await lock.acquire():
+                    await lock.release()
+            else:
+                # A cancellation in the body is released by __aexit__.
+                async with lock:
+                    await asyncio.sleep(rng.uniform(0, 0.002))
 
         task = asyncio.create_task(use())
         await asyncio.sleep(rng.uniform(0, 0.004))
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.wait_for(task, 5)
+        outcomes["cancelled" if task.cancelled() else "finished"] += 1
 
     async def body() -> float:
         r = standalone.aio()
@@ -216,5 +224,7 @@ def test_cancellation_never_leaves_a_lock_beyond_its_ttl(standalone: Target) -> 
         return finished
 
     finished = asyncio.run(body())
+    # The cancellations must really land mid-way, not all before or all after the work.
+    assert outcomes["cancelled"] >= 100 and outcomes["finished"] >= 100, outcomes
     time.sleep(max(0.0, finished + ttl + 0.05 - time.monotonic()))
     assert [k for k in standalone.lock_keys() if not k.endswith(":waiters")] == []

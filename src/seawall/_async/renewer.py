@@ -88,9 +88,9 @@ class AsyncRenewer:
                     self._dead = 0
 
     def active(self) -> int:
-        """How many holds are being renewed."""
+        """How many holds are being renewed (those of garbage-collected locks not counted)."""
         with self._mutex:
-            return len(self._entries)
+            return sum(1 for entry in self._entries.values() if entry.lock() is not None)
 
     def running(self) -> bool:
         with self._mutex:
