@@ -24,6 +24,8 @@ from collections import deque
 from types import TracebackType
 from typing import Any, cast
 
+import redis.asyncio
+
 from seawall import _concurrency, _scripts
 from seawall._async.scripts import run_script
 from seawall._concurrency import (
@@ -254,7 +256,7 @@ class AsyncWaker:
         client = self._client()
         if client is None:
             return None
-        pubsub = cast(Any, client).pubsub()  # typed in redis.asyncio, untyped in redis
+        pubsub = open_pubsub(client)
         await pubsub.subscribe(self._channel)
         return pubsub
 
@@ -311,6 +313,27 @@ class AsyncWaker:
         finally:
             if pubsub is not None:
                 await _close(pubsub)
+
+
+def open_pubsub(client: AsyncClient) -> Any:
+    """A pub/sub object that hears PUBLISH from seawall's scripts on `client`'s server(s)."""
+    if hasattr(client, "pubsub"):
+        return cast(Any, client).pubsub()  # typed in redis.asyncio, untyped in redis
+    return node_pubsub(client)
+
+
+def node_pubsub(client: Any) -> Any:
+    """Pub/sub on one node of a cluster, for cluster clients without `pubsub()`.
+
+    redis-py before 8.0 offers no pub/sub on redis.asyncio.cluster.RedisCluster. A PUBLISH
+    on Redis Cluster reaches every node, so a plain connection to any node hears it; it is
+    made with that node's own connection settings (TLS, ACL user, timeouts).
+    """
+    node = client.get_default_node() or client.get_nodes()[0]
+    settings = {**node.connection_kwargs, "host": node.host, "port": node.port}
+    pool = redis.asyncio.ConnectionPool(connection_class=node.connection_class, **settings)
+    # The pool goes with the pub/sub object: nothing else holds it.
+    return cast(Any, redis.asyncio.Redis(connection_pool=pool)).pubsub()
 
 
 async def _close(pubsub: Any) -> None:

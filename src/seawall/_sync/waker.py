@@ -25,6 +25,8 @@ from collections import deque
 from types import TracebackType
 from typing import Any, cast
 
+import redis
+
 from seawall import _concurrency, _scripts
 from seawall._sync.scripts import run_script
 from seawall._concurrency import (
@@ -255,7 +257,7 @@ class Waker:
         client = self._client()
         if client is None:
             return None
-        pubsub = cast(Any, client).pubsub()  # typed in redis, untyped in redis
+        pubsub = open_pubsub(client)
         pubsub.subscribe(self._channel)
         return pubsub
 
@@ -312,6 +314,27 @@ class Waker:
         finally:
             if pubsub is not None:
                 _close(pubsub)
+
+
+def open_pubsub(client: Client) -> Any:
+    """A pub/sub object that hears PUBLISH from seawall's scripts on `client`'s server(s)."""
+    if hasattr(client, "pubsub"):
+        return cast(Any, client).pubsub()  # typed in redis, untyped in redis
+    return node_pubsub(client)
+
+
+def node_pubsub(client: Any) -> Any:
+    """Pub/sub on one node of a cluster, for cluster clients without `pubsub()`.
+
+    redis-py before 8.0 offers no pub/sub on redis.cluster.RedisCluster. A PUBLISH
+    on Redis Cluster reaches every node, so a plain connection to any node hears it; it is
+    made with that node's own connection settings (TLS, ACL user, timeouts).
+    """
+    node = client.get_default_node() or client.get_nodes()[0]
+    settings = {**node.connection_kwargs, "host": node.host, "port": node.port}
+    pool = redis.ConnectionPool(connection_class=node.connection_class, **settings)
+    # The pool goes with the pub/sub object: nothing else holds it.
+    return cast(Any, redis.Redis(connection_pool=pool)).pubsub()
 
 
 def _close(pubsub: Any) -> None:
