@@ -20,7 +20,10 @@ CONTENTION = (20, 100, 5)  # starving, hand-off, throttle (ms), as seawall.Lock 
 def _acquire(r: object, name: str, token: str, waiter: str = "") -> list[object]:
     k = lock_keys(name)
     return run_script(  # type: ignore[no-any-return]
-        r, ACQUIRE, (k.key, k.fence, k.waiters, k.throttle), (token, 10_000, waiter, 5_000, "")
+        r,
+        ACQUIRE,
+        (k.key, k.fence, k.waiters, k.throttle),
+        (token, 10_000, waiter, 5_000, "", "1" if waiter else ""),
     )
 
 

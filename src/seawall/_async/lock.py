@@ -141,11 +141,10 @@ class AsyncLock:
             while True:
                 waiter_id = turn.waiter_id
                 turn.rearm()
-                if waiter_id is not None:
-                    # Noted before the try: if it is cancelled in flight, the queue entry it
-                    # may have made is still withdrawn when the last local waiter leaves.
-                    turn.queueing()
-                outcome = await self._attempt(token, me, waiter_id or "", place)
+                # Noted before the try: if it is cancelled in flight, the queue entry it may
+                # have made is still withdrawn when the last local waiter leaves.
+                queued = waiter_id is not None and turn.queueing()
+                outcome = await self._attempt(token, me, waiter_id or "", place, queued)
                 if outcome is None:
                     if waiter_id is not None:
                         turn.dequeued()
@@ -174,7 +173,7 @@ class AsyncLock:
         return cached[1]
 
     async def _attempt(
-        self, token: str, me: object, waiter_id: str = "", place: str = ""
+        self, token: str, me: object, waiter_id: str = "", place: str = "", queued: bool = False
     ) -> tuple[int, str] | None:
         """One try; None when acquired, else (the holder's remaining ttl in ms, our place).
 
@@ -187,7 +186,7 @@ class AsyncLock:
                 self._client,
                 _ACQUIRE,
                 (keys.key, keys.fence, keys.waiters, keys.throttle),
-                (token, self._ttl_ms, waiter_id, QUEUE_TTL_MS, place),
+                (token, self._ttl_ms, waiter_id, QUEUE_TTL_MS, place, "1" if queued else ""),
             )
         except BaseException:
             # Cancelled or failed mid-flight: the server may have taken the lock for us.

@@ -88,10 +88,16 @@ class Turn:
                 f"leaving the queue of {self._key!r}",
             )
 
-    def queueing(self) -> None:
-        """This process is about to queue itself for the lock (a try with `waiter_id`)."""
+    def queueing(self) -> bool:
+        """This process is about to queue itself for the lock (a try with `waiter_id`).
+
+        Returns whether it may be queued already: only then must a successful try take it
+        off the queue (two commands a barging re-acquire need not run).
+        """
         with self._waker._mutex:
+            queued = self._key in self._waker._queued
             self._waker._queued.add(self._key)
+            return queued
 
     def dequeued(self) -> None:
         """A queued try acquired the lock; the script took this process off the queue."""

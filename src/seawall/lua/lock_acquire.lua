@@ -6,6 +6,7 @@
 -- ARGV[3] waiter id of the caller's process, or "" to try without queueing
 -- ARGV[4] how long the queue may sit unused before it expires (ms)
 -- ARGV[5] the caller's place in the queue from an earlier try (server ms), or ""
+-- ARGV[6] "1" if the caller's process may already be queued (then a success dequeues it)
 -- returns {1, fence}        acquired; fence is strictly greater than every earlier hold's
 --         {0, pttl, place}  held by another; pttl is its remaining time in ms (-1: no
 --                           expiry); place is the caller's queue position ("" unqueued)
@@ -15,7 +16,7 @@ if not taken and waiter ~= '' and redis.call('get', KEYS[1]) == 'handoff:' .. wa
   taken = redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
 end
 if taken then
-  if waiter ~= '' then
+  if ARGV[6] == '1' then
     redis.call('zrem', KEYS[3], waiter)
     if redis.call('get', KEYS[4]) == waiter then
       redis.call('del', KEYS[4])
