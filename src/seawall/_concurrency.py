@@ -182,10 +182,6 @@ class ScopedRegistry:
                 found = per_scope[key] = make()
             return found
 
-    def values(self, scope_key: object) -> list[Any]:
-        with self._mutex:
-            return list(self._by_scope.get(scope_key, {}).values())
-
 
 def async_time_limit(seconds: float) -> Any:
     """Bound an await: a frozen server must not stall lease renewal past the lease."""

@@ -6,6 +6,7 @@ import functools
 import hashlib
 from dataclasses import dataclass
 from importlib import resources
+from typing import Any
 
 
 @dataclass(frozen=True, slots=True)
@@ -13,6 +14,11 @@ class LuaScript:
     name: str
     source: str
     sha: str
+
+
+def reply_text(value: Any) -> str:
+    """A reply or pub/sub field as str, whether or not the client decodes responses."""
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 @functools.cache

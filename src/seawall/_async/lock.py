@@ -43,9 +43,6 @@ def _ms(seconds: float) -> int:
 _CONTENTION = (_ms(_lease.STARVING), _ms(_lease.HANDOFF), _ms(_lease.WAKE_THROTTLE))
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
 
 class _Hold:
     """One acquisition: its token, fence and lease bookkeeping."""
@@ -197,7 +194,7 @@ class AsyncLock:
             )
             raise
         if int(reply[0]) != 1:
-            return int(reply[1]), _text(reply[2])
+            return int(reply[1]), _scripts.reply_text(reply[2])
         hold = _Hold(token, int(reply[1]), me, self.ttl, _lease.lease_deadline(sent, self.ttl))
         self._hold = hold
         self._last_fence = hold.fence
@@ -272,7 +269,7 @@ class AsyncLock:
         if hold is None or hold.lost or _concurrency.monotonic() >= hold.deadline:
             return False
         value = await self._client.get(self._keys.key)
-        return value is not None and _text(value) == hold.token
+        return value is not None and _scripts.reply_text(value) == hold.token
 
     async def _renew(self, hold: object) -> float | None:
         """Called by the renewer: extend the lease; return when to renew next, or None."""

@@ -93,10 +93,6 @@ class Renewer:
         with self._mutex:
             return sum(1 for entry in self._entries.values() if entry.lock() is not None)
 
-    def running(self) -> bool:
-        with self._mutex:
-            return self._worker is not None and self._worker.alive()
-
     def _next_due(self) -> tuple[float | None, list[_Entry]]:
         now = _concurrency.monotonic()
         due: list[_Entry] = []

@@ -58,9 +58,6 @@ class _Waiter:
         self.signal: Event | None = None  # set when the lock may have become free
 
 
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
 
 class Turn:
     """A place in the local queue of one lock; `with waker.turn(lock_key)`."""
@@ -159,15 +156,6 @@ class Waker:
     def ready(self) -> bool:
         return self._ready.is_set()
 
-    def running(self) -> bool:
-        with self._mutex:
-            return self._worker is not None and self._worker.alive()
-
-    def waiting(self) -> int:
-        """How many acquires of this process wait through this waker (diagnostics)."""
-        with self._mutex:
-            return sum(len(q) for q in self._queues.values())
-
     def _join(self, key: str, waiter: _Waiter) -> None:
         with self._mutex:
             queue = self._queues.get(key)
@@ -252,7 +240,7 @@ class Waker:
                 # been lost meanwhile, so every head looks again.
                 self._wake_all()
         elif kind == "message":
-            key = _text(message["data"])
+            key = _scripts.reply_text(message["data"])
             if not self._wake(key):
                 try:
                     self._pass_on(key)
