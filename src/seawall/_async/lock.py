@@ -45,6 +45,7 @@ def _ms(seconds: float) -> int:
 _CONTENTION = (_ms(_lease.STARVING), _ms(_lease.HANDOFF), _ms(_lease.WAKE_THROTTLE))
 
 
+
 class _Hold:
     """One acquisition: its token, fence and lease bookkeeping."""
 
