@@ -220,7 +220,7 @@ class AsyncLock:
                     functools.partial(self._release_token, token), f"release of lock {self.name!r}"
                 )
                 raise
-            raise policy.error("lock", self.name, acked)
+            raise policy.error(self._WHAT.lower(), self.name, acked)
         hold = _Hold(token, int(reply[1]), me, self.ttl, _lease.lease_deadline(sent, self.ttl))
         self._hold = hold
         self._last_fence = hold.fence
