@@ -16,6 +16,7 @@ from typing import Any
 import redis.asyncio.cluster
 from redis.exceptions import NoScriptError
 
+from seawall._concurrency import async_node_of
 from seawall._replication import ReplicaPolicy
 from seawall._scripts import LuaScript
 from seawall._validate import AsyncClient
@@ -53,8 +54,7 @@ async def _send(
     pipe: Any = client.pipeline(transaction=False)
     pipe.execute_command(*head)
     if isinstance(client, redis.asyncio.cluster.RedisCluster):
-        cluster: Any = client  # the sync get_node_from_key is untyped
-        pipe.execute_command(*wait, target_nodes=cluster.get_node_from_key(key))
+        pipe.execute_command(*wait, target_nodes=await async_node_of(client, key))
     else:
         pipe.execute_command(*wait)
     results: list[Any] = await pipe.execute(raise_on_error=False)

@@ -17,6 +17,7 @@ from typing import Any
 import redis.cluster
 from redis.exceptions import NoScriptError
 
+from seawall._concurrency import node_of
 from seawall._replication import ReplicaPolicy
 from seawall._scripts import LuaScript
 from seawall._validate import Client
@@ -54,8 +55,7 @@ def _send(
     pipe: Any = client.pipeline(transaction=False)
     pipe.execute_command(*head)
     if isinstance(client, redis.cluster.RedisCluster):
-        cluster: Any = client  # the sync get_node_from_key is untyped
-        pipe.execute_command(*wait, target_nodes=cluster.get_node_from_key(key))
+        pipe.execute_command(*wait, target_nodes=node_of(client, key))
     else:
         pipe.execute_command(*wait)
     results: list[Any] = pipe.execute(raise_on_error=False)
