@@ -134,6 +134,7 @@ def test_master_killed_during_a_replicated_hold(seawall_sentinel: Any) -> None:
     if promoted.get(survivor.key) is not None:
         assert failover_took < survivor.ttl
         assert survivor.owned()
+        assert promoted.hvals(survivor.holds_key) == [b"2"]  # the count came along
         assert not seawall.RLock(other, "survivor").acquire(blocking=False)
         survivor.release()
         assert survivor.owned()  # still held once
