@@ -292,7 +292,7 @@ class Ledger:
         self.count_checks = 0
 
 
-def _step(ledger: Ledger, me: str, depth: int, choice: float) -> str:
+def _step(depth: int, choice: float) -> str:
     """The next action of owner `me` holding the lock `depth` times."""
     if depth == 0:
         return "acquire" if choice < 0.3 else "release" if choice < 0.9 else "extend"
@@ -318,7 +318,7 @@ def test_wrong_owner_release_raises_in_10000_thread_interleavings(standalone: Ta
                         break
                     ledger.steps += 1
                     other_holds = ledger.holder not in (None, me)
-                action = _step(ledger, me, depth, rng.random())
+                action = _step(depth, rng.random())
                 if action == "acquire":
                     if lock.acquire(blocking=False):
                         with mutex:
@@ -382,7 +382,7 @@ def test_wrong_owner_release_raises_in_10000_task_interleavings(standalone: Targ
             while ledger.steps < STEPS:
                 ledger.steps += 1
                 other_holds = ledger.holder not in (None, me)
-                action = _step(ledger, me, depth, rng.random())
+                action = _step(depth, rng.random())
                 if action == "acquire":
                     if await lock.acquire(blocking=False):
                         assert ledger.holder in (None, me), "two owners at once"
