@@ -86,7 +86,7 @@ def test_reentrancy_counts_exact(target: Target, world: str) -> None:
 
 
 def test_mutual_exclusion_across_processes(target: Target, world: str) -> None:
-    per_process, processes = 100, 2
+    per_process, processes = 60, 2
     with SPAWN.Pool(processes) as pool:
         ledgers = pool.starmap(
             count_under_rlock,
@@ -227,7 +227,7 @@ def test_non_owner_cannot_release_or_extend(target: Target, world: str) -> None:
 def test_renewal_keeps_a_reentered_hold_and_cycles_leave_nothing(
     target: Target, world: str
 ) -> None:
-    ttl, hold_for, cycles = 0.2, 0.7, 100
+    ttl, hold_for, cycles = 0.2, 0.6, 50
     r = target.sync()
     if world == "sync":
         lock = seawall.RLock(target.sync(), "rrenew", ttl=ttl)
