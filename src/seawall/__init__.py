@@ -7,9 +7,11 @@ from __future__ import annotations
 
 from seawall._sync.fence import fenced_read, fenced_write
 from seawall._sync.lock import Lock
+from seawall._sync.rlock import RLock
 from seawall.errors import (
     LockError,
     LockNotOwnedError,
+    LockNotReplicatedError,
     LockTimeout,
     SeawallError,
     ServerNotFoundError,
@@ -22,7 +24,9 @@ __all__ = [
     "Lock",
     "LockError",
     "LockNotOwnedError",
+    "LockNotReplicatedError",
     "LockTimeout",
+    "RLock",
     "SeawallError",
     "ServerNotFoundError",
     "__version__",

@@ -210,3 +210,15 @@ def fire(callback: Callable[[Any], Any], arg: Any) -> None:
         callback(arg)
     except Exception:
         log.exception("seawall: callback %r raised", callback)
+
+
+async def async_node_of(cluster: Any, key: str) -> Any:
+    """The node of a Redis Cluster client that serves `key` (asyncio clients load their slot
+    map on first use, so it is loaded here first)."""
+    await cluster.initialize()
+    return cluster.get_node_from_key(key)
+
+
+def node_of(cluster: Any, key: str) -> Any:
+    # Sync cluster clients load their slot map when constructed.
+    return cluster.get_node_from_key(key)

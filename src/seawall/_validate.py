@@ -87,3 +87,15 @@ def check_timeout(value: Any, what: str) -> float | None:
     if math.isnan(value) or value < 0:
         raise ValueError(f"{what} must be None or >= 0 seconds, got {value!r}")
     return None if math.isinf(value) else float(value)
+
+
+def check_replicas(value: Any, what: str) -> int:
+    """How many replicas must acknowledge a write: an int >= 0 (0: do not wait)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(
+            f"{what} must be an int number of replicas (0 to not wait), got "
+            f"{type(value).__qualname__}: {value!r}"
+        )
+    if value < 0:
+        raise ValueError(f"{what} must be >= 0 (0 to not wait for replicas), got {value!r}")
+    return value

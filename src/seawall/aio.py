@@ -4,13 +4,22 @@ from __future__ import annotations
 
 from seawall._async.fence import fenced_read, fenced_write
 from seawall._async.lock import AsyncLock as Lock
-from seawall.errors import LockError, LockNotOwnedError, LockTimeout, SeawallError
+from seawall._async.rlock import AsyncRLock as RLock
+from seawall.errors import (
+    LockError,
+    LockNotOwnedError,
+    LockNotReplicatedError,
+    LockTimeout,
+    SeawallError,
+)
 
 __all__ = [
     "Lock",
     "LockError",
     "LockNotOwnedError",
+    "LockNotReplicatedError",
     "LockTimeout",
+    "RLock",
     "SeawallError",
     "fenced_read",
     "fenced_write",

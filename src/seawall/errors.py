@@ -29,3 +29,18 @@ class LockNotOwnedError(LockError):
 
 class LockTimeout(LockError):
     """A blocking acquire did not get the lock within its timeout."""
+
+
+class LockNotReplicatedError(LockError):
+    """A lock was taken, but fewer replicas than `replicas=` acknowledged it in time.
+
+    The lock was released again before this was raised: a failover could have promoted a
+    replica that never saw it. `required` and `acked` give the counts.
+    """
+
+    def __init__(
+        self, message: str, *, lock_name: str | None = None, required: int = 0, acked: int = 0
+    ) -> None:
+        super().__init__(message, lock_name=lock_name)
+        self.required = required
+        self.acked = acked

@@ -12,6 +12,7 @@ from redis.exceptions import RedisError
 
 from seawall import _concurrency, _lease, _scripts
 from seawall._async.renewer import get_renewer
+from seawall._async.replication import run_script_replicated
 from seawall._async.scripts import run_script
 from seawall._async.waker import AsyncWaker, get_waker
 from seawall._concurrency import (
@@ -21,7 +22,8 @@ from seawall._concurrency import (
     async_scope,
     async_time_limit,
 )
-from seawall._keys import WAKE_PREFIX, lock_keys
+from seawall._keys import WAKE_PREFIX, lock_keys_of, tagged
+from seawall._replication import DEFAULT_REPLICA_TIMEOUT, replica_policy
 from seawall._validate import check_async_client, check_name, check_seconds, check_timeout
 from seawall.errors import LockError, LockNotOwnedError, LockTimeout
 
@@ -47,7 +49,7 @@ _CONTENTION = (_ms(_lease.STARVING), _ms(_lease.HANDOFF), _ms(_lease.WAKE_THROTT
 class _Hold:
     """One acquisition: its token, fence and lease bookkeeping."""
 
-    __slots__ = ("deadline", "fence", "lost", "owner", "released", "token", "ttl")
+    __slots__ = ("deadline", "depth", "fence", "lost", "owner", "released", "token", "ttl")
 
     def __init__(self, token: str, fence: int, owner: object, ttl: float, deadline: float) -> None:
         self.token = token
@@ -57,6 +59,7 @@ class _Hold:
         self.deadline = deadline  # monotonic time by which the lease has surely lapsed
         self.lost = False
         self.released = False
+        self.depth = 1  # times the owner holds it (only seawall.RLock enters more than once)
 
 
 class AsyncLock:
@@ -64,7 +67,12 @@ class AsyncLock:
 
     Acquire is one script (SET NX PX plus an INCR of the fence counter). The lease is
     renewed at ttl/3 while held; release and extend act only for the owner's token.
+    With `replicas=N` an acquisition also waits for N replicas to acknowledge it.
     """
+
+    # The key family and the public name, so seawall.RLock can share this machinery.
+    _KIND = "lock"
+    _WHAT = "Lock"
 
     def __init__(
         self,
@@ -75,16 +83,19 @@ class AsyncLock:
         timeout: float | None = None,
         renew: bool = True,
         on_lost: Callable[[AsyncLock], Any] | None = None,
+        replicas: int = 0,
+        replica_timeout: float = DEFAULT_REPLICA_TIMEOUT,
     ) -> None:
-        self._client = check_async_client(client, "Lock")
-        self.name = check_name(name, "Lock")
+        self._client = check_async_client(client, self._WHAT)
+        self.name = check_name(name, self._WHAT)
         self.ttl = check_seconds(ttl, f"ttl of lock {name!r}")
         self.timeout = check_timeout(timeout, f"timeout of lock {name!r}")
         if on_lost is not None and not callable(on_lost):
             raise TypeError(f"on_lost of lock {name!r} must be callable, got {on_lost!r}")
         self._renew_leases = bool(renew)
         self._on_lost = on_lost
-        self._keys = lock_keys(name)
+        self._replication = replica_policy(replicas, replica_timeout, f"lock {name!r}")
+        self._keys = lock_keys_of(tagged(self._KIND, name))
         self._ttl_ms = _ms(self.ttl)
         self._hold: _Hold | None = None
         self._last_fence: int | None = None
@@ -92,7 +103,7 @@ class AsyncLock:
 
     def __repr__(self) -> str:
         state = "held" if self._hold is not None else "not held"
-        return f"<seawall.Lock {self.name!r} ttl={self.ttl}s {state}>"
+        return f"<seawall.{self._WHAT} {self.name!r} ttl={self.ttl}s {state}>"
 
     @property
     def key(self) -> str:
@@ -177,14 +188,18 @@ class AsyncLock:
         With a `waiter_id`, a failed try also queues this process to be woken.
         """
         keys = self._keys
+        script_keys = (keys.key, keys.fence, keys.waiters, keys.throttle)
+        args = (token, self._ttl_ms, waiter_id, QUEUE_TTL_MS, place, "1" if queued else "")
+        policy = self._replication
         sent = _concurrency.monotonic()
+        acked = 0
         try:
-            reply = await run_script(
-                self._client,
-                _ACQUIRE,
-                (keys.key, keys.fence, keys.waiters, keys.throttle),
-                (token, self._ttl_ms, waiter_id, QUEUE_TTL_MS, place, "1" if queued else ""),
-            )
+            if policy is None:
+                reply = await run_script(self._client, _ACQUIRE, script_keys, args)
+            else:
+                reply, acked = await run_script_replicated(
+                    self._client, _ACQUIRE, script_keys, args, policy
+                )
         except BaseException:
             # Cancelled or failed mid-flight: the server may have taken the lock for us.
             # Release that token (a no-op if it was not taken), so no lock outlives a caller
@@ -195,6 +210,17 @@ class AsyncLock:
             raise
         if int(reply[0]) != 1:
             return int(reply[1]), _scripts.reply_text(reply[2])
+        if policy is not None and not policy.enough(acked):
+            # Taken, but a failover now could lose it: give it back (waking the next
+            # waiter) rather than hold a lock the promoted replica may not know about.
+            try:
+                await self._release_token(token)
+            except BaseException:
+                async_background(
+                    functools.partial(self._release_token, token), f"release of lock {self.name!r}"
+                )
+                raise
+            raise policy.error(self._WHAT.lower(), self.name, acked)
         hold = _Hold(token, int(reply[1]), me, self.ttl, _lease.lease_deadline(sent, self.ttl))
         self._hold = hold
         self._last_fence = hold.fence
@@ -248,16 +274,19 @@ class AsyncLock:
             )
         new_ttl = hold.ttl if ttl is None else check_seconds(ttl, f"ttl of lock {self.name!r}")
         sent = _concurrency.monotonic()
-        extended = await run_script(
-            self._client, _EXTEND, (self._keys.key,), (hold.token, _ms(new_ttl))
-        )
-        if not int(extended):
+        extended = await self._extend_token(hold.token, _ms(new_ttl))
+        if not extended:
             self._mark_lost(hold, notify=False)
             raise self._not_owned(hold, "extend")
         hold.ttl = new_ttl
         hold.deadline = _lease.lease_deadline(sent, new_ttl)
         if self._renew_leases:
             get_renewer().reschedule(hold, _lease.renew_at(sent, new_ttl))
+
+    async def _extend_token(self, token: str, ttl_ms: int) -> bool:
+        """Reset the lease of `token`'s hold; False when it is not the holder any more."""
+        reply = await run_script(self._client, _EXTEND, (self._keys.key,), (token, ttl_ms))
+        return bool(int(reply))
 
     async def locked(self) -> bool:
         """Whether anyone holds the lock now."""
@@ -282,9 +311,7 @@ class AsyncLock:
             return None
         try:
             async with async_time_limit(hold.deadline - sent):
-                extended = await run_script(
-                    self._client, _EXTEND, (self._keys.key,), (hold.token, _ms(hold.ttl))
-                )
+                extended = await self._extend_token(hold.token, _ms(hold.ttl))
         except (RedisError, OSError, TimeoutError) as exc:
             now = _concurrency.monotonic()
             if now >= hold.deadline:
@@ -294,7 +321,7 @@ class AsyncLock:
             return _lease.retry_at(now, hold.ttl, hold.deadline)
         if hold.released:
             return None
-        if not int(extended):
+        if not extended:
             self._mark_lost(hold)
             return None
         hold.deadline = _lease.lease_deadline(sent, hold.ttl)

@@ -13,6 +13,7 @@ from redis.exceptions import RedisError
 
 from seawall import _concurrency, _lease, _scripts
 from seawall._sync.renewer import get_renewer
+from seawall._sync.replication import run_script_replicated
 from seawall._sync.scripts import run_script
 from seawall._sync.waker import Waker, get_waker
 from seawall._concurrency import (
@@ -22,7 +23,8 @@ from seawall._concurrency import (
     scope,
     time_limit,
 )
-from seawall._keys import WAKE_PREFIX, lock_keys
+from seawall._keys import WAKE_PREFIX, lock_keys_of, tagged
+from seawall._replication import DEFAULT_REPLICA_TIMEOUT, replica_policy
 from seawall._validate import check_client, check_name, check_seconds, check_timeout
 from seawall.errors import LockError, LockNotOwnedError, LockTimeout
 
@@ -48,7 +50,7 @@ _CONTENTION = (_ms(_lease.STARVING), _ms(_lease.HANDOFF), _ms(_lease.WAKE_THROTT
 class _Hold:
     """One acquisition: its token, fence and lease bookkeeping."""
 
-    __slots__ = ("deadline", "fence", "lost", "owner", "released", "token", "ttl")
+    __slots__ = ("deadline", "depth", "fence", "lost", "owner", "released", "token", "ttl")
 
     def __init__(self, token: str, fence: int, owner: object, ttl: float, deadline: float) -> None:
         self.token = token
@@ -58,6 +60,7 @@ class _Hold:
         self.deadline = deadline  # monotonic time by which the lease has surely lapsed
         self.lost = False
         self.released = False
+        self.depth = 1  # times the owner holds it (only seawall.RLock enters more than once)
 
 
 class Lock:
@@ -65,7 +68,12 @@ class Lock:
 
     Acquire is one script (SET NX PX plus an INCR of the fence counter). The lease is
     renewed at ttl/3 while held; release and extend act only for the owner's token.
+    With `replicas=N` an acquisition also waits for N replicas to acknowledge it.
     """
+
+    # The key family and the public name, so seawall.RLock can share this machinery.
+    _KIND = "lock"
+    _WHAT = "Lock"
 
     def __init__(
         self,
@@ -76,16 +84,19 @@ class Lock:
         timeout: float | None = None,
         renew: bool = True,
         on_lost: Callable[[Lock], Any] | None = None,
+        replicas: int = 0,
+        replica_timeout: float = DEFAULT_REPLICA_TIMEOUT,
     ) -> None:
-        self._client = check_client(client, "Lock")
-        self.name = check_name(name, "Lock")
+        self._client = check_client(client, self._WHAT)
+        self.name = check_name(name, self._WHAT)
         self.ttl = check_seconds(ttl, f"ttl of lock {name!r}")
         self.timeout = check_timeout(timeout, f"timeout of lock {name!r}")
         if on_lost is not None and not callable(on_lost):
             raise TypeError(f"on_lost of lock {name!r} must be callable, got {on_lost!r}")
         self._renew_leases = bool(renew)
         self._on_lost = on_lost
-        self._keys = lock_keys(name)
+        self._replication = replica_policy(replicas, replica_timeout, f"lock {name!r}")
+        self._keys = lock_keys_of(tagged(self._KIND, name))
         self._ttl_ms = _ms(self.ttl)
         self._hold: _Hold | None = None
         self._last_fence: int | None = None
@@ -93,7 +104,7 @@ class Lock:
 
     def __repr__(self) -> str:
         state = "held" if self._hold is not None else "not held"
-        return f"<seawall.Lock {self.name!r} ttl={self.ttl}s {state}>"
+        return f"<seawall.{self._WHAT} {self.name!r} ttl={self.ttl}s {state}>"
 
     @property
     def key(self) -> str:
@@ -178,14 +189,18 @@ class Lock:
         With a `waiter_id`, a failed try also queues this process to be woken.
         """
         keys = self._keys
+        script_keys = (keys.key, keys.fence, keys.waiters, keys.throttle)
+        args = (token, self._ttl_ms, waiter_id, QUEUE_TTL_MS, place, "1" if queued else "")
+        policy = self._replication
         sent = _concurrency.monotonic()
+        acked = 0
         try:
-            reply = run_script(
-                self._client,
-                _ACQUIRE,
-                (keys.key, keys.fence, keys.waiters, keys.throttle),
-                (token, self._ttl_ms, waiter_id, QUEUE_TTL_MS, place, "1" if queued else ""),
-            )
+            if policy is None:
+                reply = run_script(self._client, _ACQUIRE, script_keys, args)
+            else:
+                reply, acked = run_script_replicated(
+                    self._client, _ACQUIRE, script_keys, args, policy
+                )
         except BaseException:
             # Cancelled or failed mid-flight: the server may have taken the lock for us.
             # Release that token (a no-op if it was not taken), so no lock outlives a caller
@@ -196,6 +211,17 @@ class Lock:
             raise
         if int(reply[0]) != 1:
             return int(reply[1]), _scripts.reply_text(reply[2])
+        if policy is not None and not policy.enough(acked):
+            # Taken, but a failover now could lose it: give it back (waking the next
+            # waiter) rather than hold a lock the promoted replica may not know about.
+            try:
+                self._release_token(token)
+            except BaseException:
+                background(
+                    functools.partial(self._release_token, token), f"release of lock {self.name!r}"
+                )
+                raise
+            raise policy.error(self._WHAT.lower(), self.name, acked)
         hold = _Hold(token, int(reply[1]), me, self.ttl, _lease.lease_deadline(sent, self.ttl))
         self._hold = hold
         self._last_fence = hold.fence
@@ -249,16 +275,19 @@ class Lock:
             )
         new_ttl = hold.ttl if ttl is None else check_seconds(ttl, f"ttl of lock {self.name!r}")
         sent = _concurrency.monotonic()
-        extended = run_script(
-            self._client, _EXTEND, (self._keys.key,), (hold.token, _ms(new_ttl))
-        )
-        if not int(extended):
+        extended = self._extend_token(hold.token, _ms(new_ttl))
+        if not extended:
             self._mark_lost(hold, notify=False)
             raise self._not_owned(hold, "extend")
         hold.ttl = new_ttl
         hold.deadline = _lease.lease_deadline(sent, new_ttl)
         if self._renew_leases:
             get_renewer().reschedule(hold, _lease.renew_at(sent, new_ttl))
+
+    def _extend_token(self, token: str, ttl_ms: int) -> bool:
+        """Reset the lease of `token`'s hold; False when it is not the holder any more."""
+        reply = run_script(self._client, _EXTEND, (self._keys.key,), (token, ttl_ms))
+        return bool(int(reply))
 
     def locked(self) -> bool:
         """Whether anyone holds the lock now."""
@@ -283,9 +312,7 @@ class Lock:
             return None
         try:
             with time_limit(hold.deadline - sent):
-                extended = run_script(
-                    self._client, _EXTEND, (self._keys.key,), (hold.token, _ms(hold.ttl))
-                )
+                extended = self._extend_token(hold.token, _ms(hold.ttl))
         except (RedisError, OSError, TimeoutError) as exc:
             now = _concurrency.monotonic()
             if now >= hold.deadline:
@@ -295,7 +322,7 @@ class Lock:
             return _lease.retry_at(now, hold.ttl, hold.deadline)
         if hold.released:
             return None
-        if not int(extended):
+        if not extended:
             self._mark_lost(hold)
             return None
         hold.deadline = _lease.lease_deadline(sent, hold.ttl)
