@@ -5,9 +5,11 @@ Sync API here; the asyncio twins of the same names live in `seawall.aio`.
 
 from __future__ import annotations
 
+from seawall._sync.bloom import BloomFilter
 from seawall._sync.fence import fenced_read, fenced_write
 from seawall._sync.lock import Lock
 from seawall.errors import (
+    BloomFilterError,
     LockError,
     LockNotOwnedError,
     LockTimeout,
@@ -19,6 +21,8 @@ from seawall.launcher import server
 __version__ = "0.1.0"
 
 __all__ = [
+    "BloomFilter",
+    "BloomFilterError",
     "Lock",
     "LockError",
     "LockNotOwnedError",

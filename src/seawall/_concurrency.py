@@ -210,3 +210,15 @@ def fire(callback: Callable[[Any], Any], arg: Any) -> None:
         callback(arg)
     except Exception:
         log.exception("seawall: callback %r raised", callback)
+
+
+def async_membership(container: Any, item: Any) -> bool:
+    """`item in container` cannot await: asyncio objects say what to write instead."""
+    raise TypeError(
+        f"`in` cannot wait for Redis on a seawall.aio object: use "
+        f"`await {type(container).__name__.removeprefix('Async').lower()}.might_contain(item)`"
+    )
+
+
+def membership(container: Any, item: Any) -> bool:
+    return bool(container.might_contain(item))

@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+from seawall._async.bloom import AsyncBloomFilter as BloomFilter
 from seawall._async.fence import fenced_read, fenced_write
 from seawall._async.lock import AsyncLock as Lock
-from seawall.errors import LockError, LockNotOwnedError, LockTimeout, SeawallError
+from seawall.errors import (
+    BloomFilterError,
+    LockError,
+    LockNotOwnedError,
+    LockTimeout,
+    SeawallError,
+)
 
 __all__ = [
+    "BloomFilter",
+    "BloomFilterError",
     "Lock",
     "LockError",
     "LockNotOwnedError",

@@ -29,3 +29,11 @@ class LockNotOwnedError(LockError):
 
 class LockTimeout(LockError):
     """A blocking acquire did not get the lock within its timeout."""
+
+
+class BloomFilterError(SeawallError):
+    """A Bloom filter in Redis cannot be used as asked; `filter_name` names it."""
+
+    def __init__(self, message: str, *, filter_name: str | None = None) -> None:
+        super().__init__(message)
+        self.filter_name = filter_name
