@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import NoScriptError, RedisError
 
 from seawall import _bloom, _scripts
 from seawall._async.scripts import run_script
@@ -163,9 +163,11 @@ class AsyncBloomFilter:
             return [first, *await self._pipeline(script.sha, calls[1:])]
 
     async def _pipeline(self, sha: str, calls: Sequence[Any]) -> list[Any]:
-        pipe = self._client.pipeline(transaction=False)
+        pipe: Any = self._client.pipeline(transaction=False)
         for args in calls:
-            pipe.evalsha(sha, len(self._keys), *self._keys, *args)
+            # Through execute_command: cluster pipelines refuse the evalsha() method, yet
+            # route EVALSHA by its keys like any other command.
+            pipe.execute_command("EVALSHA", sha, len(self._keys), *self._keys, *args)
         return list(await pipe.execute())
 
     def _flags(self, reply: list[Any]) -> list[bool]:
@@ -194,8 +196,11 @@ class AsyncBloomFilter:
             client: Any = self._client  # execute_command: untyped in redis
             try:
                 await client.execute_command("BF.EXISTS", self._module_key, b"")
-            except ResponseError as exc:
-                if "unknown command" not in str(exc).lower():
+            except RedisError as exc:
+                # A server's "unknown command", or a cluster client's own command table
+                # ("... doesn't exist in Redis commands"): either way, no BF.* here.
+                text = str(exc).lower()
+                if "unknown command" not in text and "doesn't exist" not in text:
                     raise
                 self._module = False
             else:
