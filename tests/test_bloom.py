@@ -138,7 +138,12 @@ def test_add_reports_new_items_and_membership(target: Target, world: str) -> Non
         assert await bloom.add("a") is False
         assert await bloom.add_many(["b", 7, b"c", "b"]) == [True, True, True, False]
         assert await bloom.contains_many(["a", "b", "7", 7, b"b", "zz"]) == [
-            True, True, True, True, True, False,
+            True,
+            True,
+            True,
+            True,
+            True,
+            False,
         ]
         assert await bloom.add_many([]) == [] and await bloom.contains_many(iter(())) == []
         await bloom.add_many(f"g{i}" for i in range(1_234))  # generators, several batches

@@ -24,6 +24,7 @@ MAX_BITS = 512 * 1024 * 1024 * 8
 # one scheme must not be read with another (the scripts check it, see `Sizing.signature`).
 SCHEME = "b2e1"
 
+
 @dataclass(frozen=True, slots=True)
 class Sizing:
     capacity: int

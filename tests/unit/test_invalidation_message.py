@@ -22,7 +22,14 @@ def test_channel_and_pattern() -> None:
 
 def test_malformed_messages_are_recognised() -> None:
     channel = fmt.channel("users")
-    for body in (b"", b"nonsense", b"abc:d:key", f"{SENDER}:x:key".encode(), f"{SENDER}".encode(),
-                 f"{SENDER}:d".encode(), b"\xff\xfe"):
+    for body in (
+        b"",
+        b"nonsense",
+        b"abc:d:key",
+        f"{SENDER}:x:key".encode(),
+        f"{SENDER}".encode(),
+        f"{SENDER}:d".encode(),
+        b"\xff\xfe",
+    ):
         assert fmt.decode(channel, body) is None, body
     assert fmt.decode(b"other:users", fmt.encode(SENDER, "d", "k")) is None
