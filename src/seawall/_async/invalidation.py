@@ -174,6 +174,11 @@ class AsyncInvalidator:
         client = self._client()
         if client is None:
             return None
+        # An asyncio cluster client learns its slots on first use; its pub/sub needs them,
+        # and the listener may well be the first user. (Sync clients have no such step.)
+        initialize = getattr(client, "initialize", None)
+        if initialize is not None:
+            await initialize()
         pubsub = open_pubsub(client)
         await pubsub.psubscribe(message_format.PATTERN)
         return pubsub
