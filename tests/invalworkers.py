@@ -60,7 +60,7 @@ def _serve(l1: RecordingL1, invalidator: Any, pipe: Connection) -> None:
             return
         if kind == "collect":  # wait for `count` discards
             _, count, timeout = command
-            _wait(lambda: len(l1.discarded) >= count, timeout)
+            _wait(lambda count=count: len(l1.discarded) >= count, timeout)
             with l1.lock:
                 pipe.send(dict(l1.discarded))
         elif kind == "fill":  # put keys in L1, as a cache would after reading Redis
@@ -69,7 +69,7 @@ def _serve(l1: RecordingL1, invalidator: Any, pipe: Connection) -> None:
                 pipe.send((len(l1.clears), invalidator.generation))
         elif kind == "await_clear":  # wait for a clear after `seen` earlier ones
             _, seen, timeout = command
-            _wait(lambda: len(l1.clears) > seen, timeout)
+            _wait(lambda seen=seen: len(l1.clears) > seen, timeout)
             relisten = _wait(lambda: invalidator.listening, timeout)
             with l1.lock:
                 first = l1.clears[seen] if len(l1.clears) > seen else None

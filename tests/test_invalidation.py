@@ -24,9 +24,7 @@ from seawall._sync.invalidation import get_invalidator
 def kill_listeners(target: Target | str, cluster: bool = False) -> int:
     """CLIENT KILL every pattern-subscribed connection (the invalidation listeners)."""
     url = target if isinstance(target, str) else target.url
-    admin: Any = (
-        redis.cluster.RedisCluster.from_url(url) if cluster else redis.Redis.from_url(url)
-    )
+    admin: Any = redis.cluster.RedisCluster.from_url(url) if cluster else redis.Redis.from_url(url)
     nodes = admin.get_nodes() if cluster else [None]
     killed = 0
     for node in nodes:
@@ -94,7 +92,8 @@ def test_publish_reaches_another_process_fast_and_a_killed_link_clears(
         sent_again = time.monotonic_ns()
         publisher.publish("users", "after-kill")
         here.send(("collect", 1_001, 10.0))
-        assert "after-kill" in (seen := here.recv())
+        seen = here.recv()
+        assert "after-kill" in seen
         assert (seen["after-kill"] - sent_again) / 1e6 <= 1_000
     finally:
         here.send(("stop",))
@@ -211,3 +210,60 @@ def await_world(target: Target, world: str, scenario: Any) -> None:
             await a_client.aclose()
 
     asyncio.run(main())
+
+
+# --- faults: the server dies or freezes under the listener --------------------------------
+
+
+def test_server_killed_clears_at_once_and_listening_resumes(
+    seawall_server_factory: Any, world: str
+) -> None:
+    server = seawall_server_factory()
+    target = Target(server.url, cluster=False)
+
+    async def scenario(get: Any, b_client: Any, a_client: Any) -> None:
+        b = get(b_client)
+        l1 = RecordingL1()
+        b.register("users", l1)
+        assert await maybe(b.wait_listening(10))
+        l1.data["k"] = 1
+        server.kill()
+        killed = time.monotonic()
+        assert await until(lambda: l1.clears != [], 5)
+        print(f"{world}: cleared {(time.monotonic() - killed) * 1000:.0f} ms after SIGKILL")
+        assert time.monotonic() - killed <= 1.0 and not b.listening and l1.data == {}
+        server.restart()
+        assert await maybe(b.wait_listening(10))
+        await maybe(get(a_client).publish("users", "back"))
+        assert await until(lambda: "back" in l1.discarded)
+
+    try:
+        await_world(target, world, scenario)
+    finally:
+        target.close()
+
+
+def test_frozen_server_is_noticed_by_ping(seawall_server_factory: Any) -> None:
+    # SIGSTOP: the connection stays open but nothing answers; only the PING finds out.
+    from seawall._sync import invalidation
+
+    server = seawall_server_factory()
+    client = redis.Redis.from_url(server.url)
+    b = get_invalidator(client)
+    l1 = RecordingL1()
+    b.register("users", l1)
+    assert b.wait_listening(10)
+    l1.data["k"] = 1
+    time.sleep(0.3)  # a quiet moment: the PING clock starts from the last message
+    server.pause()
+    frozen = time.monotonic()
+    try:
+        bound = invalidation.PING_AFTER + invalidation.DEAD_AFTER + 2 * invalidation.POLL
+        assert wait_until(lambda: l1.clears != [], bound + 2.0)
+        took = time.monotonic() - frozen
+        print(f"cleared {took:.2f} s after the server froze (bound {bound:.2f} s)")
+        assert took <= bound + 0.5 and not b.listening and l1.data == {}
+    finally:
+        server.resume()
+    assert b.wait_listening(10)
+    client.close()
