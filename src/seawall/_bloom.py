@@ -83,11 +83,15 @@ def size(capacity: int, error_rate: float, name: str = "?") -> Sizing:
     error_rate = check_error_rate(error_rate, name)
     ln2 = math.log(2)
     bits = max(1, math.ceil(-capacity * math.log(error_rate) / (ln2 * ln2)))
+    if round(bits / capacity * ln2) < 1:
+        # Rates near 1 want less than one hash; with one, the rate is 1 - e^(-n/m): solve.
+        bits = max(1, math.ceil(-capacity / math.log1p(-error_rate)))
     while True:
         hashes = max(1, round(bits / capacity * ln2))
-        if expected_error_rate(bits, hashes, capacity) <= error_rate:
+        rate = expected_error_rate(bits, hashes, capacity)
+        if rate <= error_rate:
             break
-        # Rarely more than a few steps: the optimum is within a rounding of k.
+        # A few steps of 0.01 %: the optimum is within a rounding of k.
         bits += max(1, bits // 10_000)
     if bits > MAX_BITS:
         raise ValueError(
