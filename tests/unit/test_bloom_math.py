@@ -2,6 +2,7 @@
 
 import math
 import random
+import struct
 
 import pytest
 
@@ -59,6 +60,7 @@ def test_items_are_encoded_as_redis_would() -> None:
     assert _bloom.encode_item(42, "f") == _bloom.encode_item("42", "f") == b"42"
     assert _bloom.encode_item(b"\xff", "f") == b"\xff"
     assert _bloom.encode_item("é", "f") == "é".encode()
+    assert _bloom.encode_item(bytearray(b"ab"), "f") == b"ab"
     for bad in (1.5, None, True, ("a",), object()):
         with pytest.raises(TypeError, match="items of Bloom filter 'f' must be str, bytes or int"):
             _bloom.encode_item(bad, "f")
@@ -72,6 +74,11 @@ def test_positions_are_in_range_and_deterministic() -> None:
         assert all(0 <= p < sizing.bits for p in found)
         assert found == _bloom.positions(str(i).encode(), sizing)
         assert found[0] == _bloom.start(str(i).encode(), sizing)[0]
+    packed = _bloom.pack_starts([b"a", b"b"], sizing)
+    assert struct.unpack("<4I", packed) == (
+        *_bloom.start(b"a", sizing),
+        *_bloom.start(b"b", sizing),
+    )
 
 
 def test_false_positive_rate_of_the_positions_matches_theory() -> None:
