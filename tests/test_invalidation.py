@@ -168,6 +168,36 @@ def test_listener_death_clears_and_recovers(target: Target, world: str) -> None:
     await_world(target, world, scenario)
 
 
+def test_snapshots_refuse_fills_that_an_invalidation_overtook(target: Target, world: str) -> None:
+    async def scenario(get: Any, b_client: Any, a_client: Any) -> None:
+        b, a = get(b_client), get(a_client)
+        l1 = RecordingL1()
+        b.register("users", l1)
+        before_listening = b.snapshot("users", "k")  # maybe taken before the subscription
+        assert await maybe(b.wait_listening(10))
+        if before_listening.generation == -1:
+            assert not b.unchanged(before_listening)
+        quiet = b.snapshot("users", "k")
+        assert b.unchanged(quiet)  # nothing happened: the fill may go ahead
+        # A write elsewhere overtakes our read: its discard arrives before our fill.
+        raced = b.snapshot("users", "k")
+        await maybe(a.publish("users", "k"))
+        assert await until(lambda: "k" in l1.discarded)
+        assert not b.unchanged(raced)
+        cleared = b.snapshot("users", "j")
+        await maybe(a.publish_clear("users"))
+        assert await until(lambda: l1.clears != [])
+        assert not b.unchanged(cleared)
+        other_namespace = b.snapshot("orders", "k")
+        assert b.unchanged(other_namespace)  # a clear of "users" does not concern "orders"
+        lost = b.snapshot("users", "k")
+        kill_listeners(target, target.cluster)
+        assert await until(lambda: b.generation > lost.generation)
+        assert not b.unchanged(lost)
+
+    await_world(target, world, scenario)
+
+
 def test_l1s_are_held_weakly_and_the_listener_stops(standalone: Target, world: str) -> None:
     async def scenario(get: Any, b_client: Any, a_client: Any) -> None:
         b = get(b_client)
