@@ -5,10 +5,12 @@ Sync API here; the asyncio twins of the same names live in `seawall.aio`.
 
 from __future__ import annotations
 
+from seawall._sync.bloom import BloomFilter
 from seawall._sync.fence import fenced_read, fenced_write
 from seawall._sync.lock import Lock
 from seawall._sync.rlock import RLock
 from seawall.errors import (
+    BloomFilterError,
     LockError,
     LockNotOwnedError,
     LockNotReplicatedError,
@@ -21,6 +23,8 @@ from seawall.launcher import server
 __version__ = "0.1.0"
 
 __all__ = [
+    "BloomFilter",
+    "BloomFilterError",
     "Lock",
     "LockError",
     "LockNotOwnedError",

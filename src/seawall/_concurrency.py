@@ -222,3 +222,15 @@ async def async_node_of(cluster: Any, key: str) -> Any:
 def node_of(cluster: Any, key: str) -> Any:
     # Sync cluster clients load their slot map when constructed.
     return cluster.get_node_from_key(key)
+
+
+def async_membership(container: Any, item: Any) -> bool:
+    """`item in container` cannot await: asyncio objects say what to write instead."""
+    raise TypeError(
+        f"`in` cannot wait for Redis on a seawall.aio object: use "
+        f"`await {type(container).__name__.removeprefix('Async').lower()}.might_contain(item)`"
+    )
+
+
+def membership(container: Any, item: Any) -> bool:
+    return bool(container.might_contain(item))

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from seawall._async.bloom import AsyncBloomFilter as BloomFilter
 from seawall._async.fence import fenced_read, fenced_write
 from seawall._async.lock import AsyncLock as Lock
 from seawall._async.rlock import AsyncRLock as RLock
 from seawall.errors import (
+    BloomFilterError,
     LockError,
     LockNotOwnedError,
     LockNotReplicatedError,
@@ -14,6 +16,8 @@ from seawall.errors import (
 )
 
 __all__ = [
+    "BloomFilter",
+    "BloomFilterError",
     "Lock",
     "LockError",
     "LockNotOwnedError",

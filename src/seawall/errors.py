@@ -44,3 +44,11 @@ class LockNotReplicatedError(LockError):
         super().__init__(message, lock_name=lock_name)
         self.required = required
         self.acked = acked
+
+
+class BloomFilterError(SeawallError):
+    """A Bloom filter in Redis cannot be used as asked; `filter_name` names it."""
+
+    def __init__(self, message: str, *, filter_name: str | None = None) -> None:
+        super().__init__(message)
+        self.filter_name = filter_name
