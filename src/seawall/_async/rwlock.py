@@ -149,7 +149,11 @@ class AsyncRWSide:
         `timeout` defaults to the RWLock's (None: wait as long as it takes). A release
         that may let this side in wakes the waiter; every sleep is bounded besides.
         """
-        wait_for = self.timeout if timeout is None else check_timeout(timeout, "timeout")
+        wait_for = (
+            self.timeout
+            if timeout is None
+            else check_timeout(timeout, f"timeout of rwlock {self.name!r}")
+        )
         me = async_owner()
         held = self._hold
         if held is not None and held.owner is me and not held.released:
@@ -261,6 +265,8 @@ class AsyncRWSide:
 
     async def extend(self, ttl: float | None = None) -> None:
         """Reset this hold's lease to `ttl` seconds (default: the RWLock's ttl) from now."""
+        if ttl is not None:
+            ttl = check_seconds(ttl, f"ttl of rwlock {self.name!r}")
         hold = self._hold
         if hold is None:
             raise LockNotOwnedError(
@@ -268,7 +274,7 @@ class AsyncRWSide:
                 "does not hold it",
                 lock_name=self.name,
             )
-        new_ttl = hold.ttl if ttl is None else check_seconds(ttl, f"ttl of rwlock {self.name!r}")
+        new_ttl = hold.ttl if ttl is None else ttl
         sent = _concurrency.monotonic()
         if not await self._extend_token(hold.token, ms(new_ttl)):
             self._mark_lost(hold, notify=False)
