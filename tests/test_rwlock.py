@@ -8,6 +8,7 @@ in threads (asyncio.to_thread), so both implementations go through the same step
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -258,3 +259,31 @@ def test_renewal_keeps_both_sides_and_cycles_leave_nothing(target: Target, world
         assert leftovers(env.target) == []
 
     play(target, world, body)
+
+
+# --- a cancelled waiter leaves no intent behind ---------------------------------------------
+
+
+def test_cancelled_writer_withdraws_its_intent(standalone: Target) -> None:
+    admin = standalone.sync()
+
+    async def body() -> None:
+        r = standalone.aio()
+        rw = seawall.aio.RWLock(r, "cancel", ttl=5.0)
+        first = rw.read()
+        assert await first.acquire()
+        waiting = asyncio.create_task(rw.write().acquire())
+        await until(lambda: admin.zcard(rw.keys.writers_waiting) == 1)
+        waiting.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await waiting
+        # Withdrawn at once, not when the intent would lapse (5 s).
+        await until(lambda: admin.zcard(rw.keys.writers_waiting) == 0, seconds=1.0)
+        late = rw.read()
+        assert await late.acquire(blocking=False)
+        await late.release()
+        await first.release()
+        await r.aclose()
+
+    asyncio.run(body())
+    assert leftovers(standalone) == []

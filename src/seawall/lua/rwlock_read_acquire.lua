@@ -44,6 +44,9 @@ if hint == -2 then
 end
 if waiter ~= '' then
   redis.call('zadd', KEYS[4], now + tonumber(ARGV[4]), waiter)
-  redis.call('pexpire', KEYS[4], ARGV[4])
+  -- Only ever lengthened: another waiter's entry may last longer than this one's.
+  if redis.call('pttl', KEYS[4]) < tonumber(ARGV[4]) then
+    redis.call('pexpire', KEYS[4], ARGV[4])
+  end
 end
 return {0, hint}
