@@ -13,7 +13,9 @@ if redis.call('zrem', KEYS[1], ARGV[1]) == 0 then
   return 0
 end
 if redis.call('zcard', KEYS[1]) == 0 then
-  local head = redis.call('zrange', KEYS[2], 0, 0)
+  -- The writer that refreshed its intent last: a writer that died while waiting has
+  -- the oldest refresh, so a wake-up is not lost on it.
+  local head = redis.call('zrange', KEYS[2], -1, -1)
   if head[1] then
     redis.call('publish', ARGV[2] .. head[1], ARGV[3])
   end

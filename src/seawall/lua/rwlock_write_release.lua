@@ -25,7 +25,9 @@ if readers[1] then
   redis.call('pexpire', KEYS[4], ARGV[5])
   return 1
 end
-local head = redis.call('zrange', KEYS[2], 0, 0)
+-- The writer that refreshed its intent last: a writer that died while waiting has
+-- the oldest refresh, so a wake-up is not lost on it.
+local head = redis.call('zrange', KEYS[2], -1, -1)
 if head[1] then
   redis.call('publish', ARGV[2] .. head[1], ARGV[4])
 end
