@@ -287,3 +287,23 @@ def test_cancelled_writer_withdraws_its_intent(standalone: Target) -> None:
 
     asyncio.run(body())
     assert leftovers(standalone) == []
+
+
+# --- a lease lost while held is reported -------------------------------------------------
+
+
+def test_lost_lease_fires_on_lost_and_release_raises(standalone: Target, world: str) -> None:
+    async def body(env: World) -> None:
+        lost: list[Any] = []
+        rw = env.rwlock("lost", ttl=0.3, on_lost=lost.append)
+        for side, key in ((rw.read(), rw.keys.readers), (rw.write(), rw.keys.writer)):
+            assert await env(side.acquire)
+            env.admin.delete(key)  # the lease is gone (as after a failover to a stale replica)
+            await until(lambda side=side: side in lost, seconds=3.0)
+            assert not await env(side.owned)
+            with pytest.raises(seawall.LockNotOwnedError, match="'lost'"):
+                await env(side.release)
+        assert len(lost) == 2
+        assert env.renewing() == 0
+
+    play(standalone, world, body)
