@@ -1,7 +1,7 @@
 """Code that runs in child processes of the RWLock tests (multiprocessing "spawn").
 
-Ledgers are (kind, enter, exit) with time.monotonic_ns(), one clock for all processes on
-Linux, so intervals from different processes can be compared.
+Ledgers are (kind, enter, exit, counter) with time.monotonic_ns(), one clock for all
+processes on Linux, so intervals from different processes can be compared.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ READ_HOLD = 0.001  # long enough for readers of different processes to overlap
 
 def rw_ops(
     url: str, cluster: bool, world: str, name: str, kind: str, n: int, ttl: float
-) -> list[tuple[str, int, int]]:
-    """n holds of one side. A writer increments the counter (GET then SET); a reader reads
-    it on entry and on exit, and records a change (a writer inside a read) as kind "torn"."""
+) -> list[tuple[str, int, int, int]]:
+    """n holds of one side. A writer increments the counter (GET then SET) and records the
+    value it wrote; a reader records the value it read."""
     if world == "async":
         return asyncio.run(_rw_ops_async(url, cluster, name, kind, n, ttl))
     r = sync_client(url, cluster)
@@ -34,21 +34,20 @@ def rw_ops(
         side = rw.write() if kind == "write" else rw.read()
         with side:
             entered = time.monotonic_ns()
-            before = r.get(key)
+            value = int(r.get(key) or 0)
             if kind == "write":
-                r.set(key, int(before or 0) + 1)
-                ledger.append((kind, entered, time.monotonic_ns()))
+                value += 1
+                r.set(key, value)
             else:
                 time.sleep(READ_HOLD)
-                torn = r.get(key) != before
-                ledger.append(("torn" if torn else kind, entered, time.monotonic_ns()))
+            ledger.append((kind, entered, time.monotonic_ns(), value))
     r.close()
     return ledger
 
 
 async def _rw_ops_async(
     url: str, cluster: bool, name: str, kind: str, n: int, ttl: float
-) -> list[tuple[str, int, int]]:
+) -> list[tuple[str, int, int, int]]:
     r = async_client(url, cluster)
     rw = seawall.aio.RWLock(r, name, ttl=ttl, timeout=60)
     key = counter_key(name)
@@ -57,14 +56,13 @@ async def _rw_ops_async(
         side = rw.write() if kind == "write" else rw.read()
         async with side:
             entered = time.monotonic_ns()
-            before = await r.get(key)
+            value = int(await r.get(key) or 0)
             if kind == "write":
-                await r.set(key, int(before or 0) + 1)
-                ledger.append((kind, entered, time.monotonic_ns()))
+                value += 1
+                await r.set(key, value)
             else:
                 await asyncio.sleep(READ_HOLD)
-                torn = await r.get(key) != before
-                ledger.append(("torn" if torn else kind, entered, time.monotonic_ns()))
+            ledger.append((kind, entered, time.monotonic_ns(), value))
     await r.aclose()
     return ledger
 
