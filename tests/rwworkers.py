@@ -67,9 +67,11 @@ async def _rw_ops_async(
     return ledger
 
 
-def hold_side(url: str, name: str, kind: str, ttl: float, pipe: Connection) -> None:
+def hold_side(
+    url: str, name: str, kind: str, ttl: float, pipe: Connection, cluster: bool = False
+) -> None:
     """Acquire one side (blocking), report ("held", fence), then hold until killed."""
-    r = sync_client(url, False)
+    r = sync_client(url, cluster)
     rw = seawall.RWLock(r, name, ttl=ttl)
     side: Any = rw.write() if kind == "write" else rw.read()
     pipe.send(("waiting",))

@@ -69,7 +69,9 @@ def test_writers_never_overlap_anyone_and_readers_overlap(standalone: Target) ->
 
 def _start_holder(target: Target, name: str, kind: str, ttl: float) -> tuple[Any, Any]:
     parent_end, child_end = SPAWN.Pipe()
-    child = SPAWN.Process(target=hold_side, args=(target.url, name, kind, ttl, child_end))
+    child = SPAWN.Process(
+        target=hold_side, args=(target.url, name, kind, ttl, child_end, target.cluster)
+    )
     child.start()
     assert parent_end.poll(30) and parent_end.recv()[0] == "waiting"
     return child, parent_end
@@ -130,3 +132,28 @@ def test_dead_waiting_writer_stops_holding_readers_back(standalone: Target) -> N
         child.join(5)
     assert waited <= _rwpolicy.intent_ttl(writer_ttl) + 1.0
     assert standalone.lock_keys() == []
+
+
+def test_killed_writer_frees_the_lock_within_ttl(target: Target) -> None:
+    ttl = 1.0
+    child, pipe = _start_holder(target, "killed-writer", "write", ttl)
+    try:
+        assert pipe.poll(20)
+        _, dead_fence = pipe.recv()
+        child.kill()
+        killed_at = time.monotonic()
+        child.join(5)
+        rw = seawall.RWLock(target.sync(), "killed-writer", ttl=ttl)
+        reader, writer = rw.read(), rw.write()
+        assert reader.acquire(timeout=ttl + 3)
+        waited = time.monotonic() - killed_at
+        assert reader.fence == dead_fence  # the reader sees the dead writer's hold as newest
+        reader.release()
+        assert writer.acquire(blocking=False)
+        assert writer.fence == dead_fence + 1
+        writer.release()
+    finally:
+        child.kill()
+        child.join(5)
+    assert waited <= ttl + 0.5, f"reader waited {waited:.2f} s"
+    assert target.lock_keys() == []
