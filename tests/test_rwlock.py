@@ -184,7 +184,7 @@ def test_non_holder_release_raises_and_lapsed_holders_free_the_lock(
     target: Target, world: str
 ) -> None:
     async def body(env: World) -> None:
-        ttl = 0.4
+        ttl = 0.3
         rw = env.rwlock("lapse", ttl=ttl, renew=False)  # no renewal: as if the holder died
         survivor = env.rwlock("lapse", ttl=5.0)
         reader, writer = rw.read(), rw.write()

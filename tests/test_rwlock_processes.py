@@ -107,7 +107,7 @@ def test_writer_gets_in_after_killed_reader_while_another_renews(standalone: Tar
 
 
 def test_dead_waiting_writer_stops_holding_readers_back(standalone: Target) -> None:
-    writer_ttl = 1.0
+    writer_ttl = 0.5  # its intent lasts MIN_INTENT
     rw = seawall.RWLock(standalone.sync(), "dead-writer", ttl=10.0)
     reader = rw.read()
     assert reader.acquire()
@@ -135,7 +135,7 @@ def test_dead_waiting_writer_stops_holding_readers_back(standalone: Target) -> N
 
 
 def test_killed_writer_frees_the_lock_within_ttl(target: Target) -> None:
-    ttl = 1.0
+    ttl = 0.6
     child, pipe = _start_holder(target, "killed-writer", "write", ttl)
     try:
         assert pipe.poll(20)
