@@ -9,6 +9,7 @@ from seawall._sync.bloom import BloomFilter
 from seawall._sync.fence import fenced_read, fenced_write
 from seawall._sync.lock import Lock
 from seawall._sync.rlock import RLock
+from seawall._sync.rwlock import RWLock
 from seawall.errors import (
     BloomFilterError,
     LockError,
@@ -31,6 +32,7 @@ __all__ = [
     "LockNotReplicatedError",
     "LockTimeout",
     "RLock",
+    "RWLock",
     "SeawallError",
     "ServerNotFoundError",
     "__version__",

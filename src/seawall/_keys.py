@@ -61,3 +61,31 @@ def lock_keys_of(key: str) -> LockKeys:
     return LockKeys(
         key=key, fence=f"{key}:fence", waiters=f"{key}:waiters", throttle=f"{key}:woken"
     )
+
+
+@dataclass(frozen=True, slots=True)
+class RWLockKeys:
+    """Keys of one reader-writer lock. The waker GETs a wake-up key and uses
+    "<wake-up key>:waiters" as its queue: `writer` is a string (or absent) and `read_turn`
+    is never stored, so neither can be of the wrong type; the readers' zset is elsewhere."""
+
+    writer: str  # the writer's token while write-held; the writers' wake-up key
+    writers_waiting: str  # zset: waiting writer process id -> intent expiry (server ms)
+    read_turn: str  # never stored: the readers' wake-up key
+    readers_waiting: str  # zset: waiting reader process id -> expiry (server ms)
+    readers: str  # zset: reader token -> lease expiry (server ms)
+    admitted: str  # set: reader processes let in ahead of waiting writers
+    fence: str  # counter, INCRed on every write hold; never expires
+
+
+def rwlock_keys(name: str) -> RWLockKeys:
+    base = tagged("rwlock", name)
+    return RWLockKeys(
+        writer=f"{base}:write",
+        writers_waiting=f"{base}:write:waiters",
+        read_turn=f"{base}:read",
+        readers_waiting=f"{base}:read:waiters",
+        readers=f"{base}:readers",
+        admitted=f"{base}:admitted",
+        fence=f"{base}:fence",
+    )

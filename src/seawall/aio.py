@@ -6,6 +6,7 @@ from seawall._async.bloom import AsyncBloomFilter as BloomFilter
 from seawall._async.fence import fenced_read, fenced_write
 from seawall._async.lock import AsyncLock as Lock
 from seawall._async.rlock import AsyncRLock as RLock
+from seawall._async.rwlock import AsyncRWLock as RWLock
 from seawall.errors import (
     BloomFilterError,
     LockError,
@@ -24,6 +25,7 @@ __all__ = [
     "LockNotReplicatedError",
     "LockTimeout",
     "RLock",
+    "RWLock",
     "SeawallError",
     "fenced_read",
     "fenced_write",

@@ -1,0 +1,52 @@
+-- Take a read lease of a reader-writer lock, unless a writer holds it or waits for it;
+-- otherwise queue the caller's process to be woken.
+-- KEYS[1] writer key (the writer's token)       KEYS[2] readers (zset: token -> expiry ms)
+-- KEYS[3] waiting writers (zset: process id -> intent expiry ms)
+-- KEYS[4] waiting readers (zset: process id -> expiry ms)
+-- KEYS[5] readers admitted past waiting writers (set of process ids)   KEYS[6] fence counter
+-- ARGV[1] reader token    ARGV[2] ttl in milliseconds
+-- ARGV[3] waiter id of the caller's process, or "" to try without queueing
+-- ARGV[4] how long a queue entry lasts unless refreshed by a later try (ms)
+-- ARGV[5] "1" if the caller's process may already be queued (then a success dequeues it)
+-- returns {1, fence}   acquired; fence is that of the newest write hold (0: none yet)
+--         {0, pttl}    refused; pttl is how long (ms) the blocker lasts unless renewed
+--                      (-1: no expiry)
+--
+-- Every lease and intent is scored by its own expiry in server time and purged here, so
+-- no live reader keeps a dead one's lease (or a dead writer's intent) alive.
+local t = redis.call('time')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+redis.call('zremrangebyscore', KEYS[2], '-inf', now)
+redis.call('zremrangebyscore', KEYS[3], '-inf', now)
+redis.call('zremrangebyscore', KEYS[4], '-inf', now)
+local waiter = ARGV[3]
+local hint = redis.call('pttl', KEYS[1])
+if hint == -2 then
+  local first = redis.call('zrange', KEYS[3], 0, 0, 'WITHSCORES')
+  -- Writer preference: once a writer waits, only readers that were already waiting when
+  -- the last writer released (admitted then) go ahead of it.
+  if first[1] and (waiter == '' or redis.call('sismember', KEYS[5], waiter) == 0) then
+    hint = tonumber(first[2]) - now
+  end
+end
+if hint == -2 then
+  local ttl = tonumber(ARGV[2])
+  redis.call('zadd', KEYS[2], now + ttl, ARGV[1])
+  -- The zset outlives its longest lease, never a lease its own member does not renew.
+  if redis.call('pttl', KEYS[2]) < ttl then
+    redis.call('pexpire', KEYS[2], ttl)
+  end
+  if ARGV[5] == '1' then
+    redis.call('zrem', KEYS[4], waiter)
+    redis.call('srem', KEYS[5], waiter)
+  end
+  return {1, tonumber(redis.call('get', KEYS[6]) or '0')}
+end
+if waiter ~= '' then
+  redis.call('zadd', KEYS[4], now + tonumber(ARGV[4]), waiter)
+  -- Only ever lengthened: another waiter's entry may last longer than this one's.
+  if redis.call('pttl', KEYS[4]) < tonumber(ARGV[4]) then
+    redis.call('pexpire', KEYS[4], ARGV[4])
+  end
+end
+return {0, hint}

@@ -1,0 +1,53 @@
+-- Take the write lock of a reader-writer lock if nobody holds it and no admitted reader is
+-- still on its way; otherwise record the caller's process as a waiting writer (its intent,
+-- which holds new readers back until it expires or the process takes the lock).
+-- KEYS[1] writer key (the writer's token)       KEYS[2] readers (zset: token -> expiry ms)
+-- KEYS[3] waiting writers (zset: process id -> intent expiry ms)
+-- KEYS[4] waiting readers (zset: process id -> expiry ms)
+-- KEYS[5] readers admitted past waiting writers (set of process ids)   KEYS[6] fence counter
+-- ARGV[1] writer token    ARGV[2] ttl in milliseconds
+-- ARGV[3] waiter id of the caller's process, or "" to try without queueing
+-- ARGV[4] how long the intent lasts unless refreshed by a later try (ms)
+-- ARGV[5] "1" if the caller's process may already be queued (then a success dequeues it)
+-- returns {1, fence}   acquired; fence is strictly greater than every earlier write hold's
+--         {0, pttl}    refused; pttl is how long (ms) the blocker lasts unless renewed
+--                      (-1: no expiry)
+local t = redis.call('time')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+redis.call('zremrangebyscore', KEYS[2], '-inf', now)
+redis.call('zremrangebyscore', KEYS[3], '-inf', now)
+redis.call('zremrangebyscore', KEYS[4], '-inf', now)
+local waiter = ARGV[3]
+local hint = redis.call('pttl', KEYS[1])
+if hint == -2 then
+  local first = redis.call('zrange', KEYS[2], 0, 0, 'WITHSCORES')
+  if first[1] then
+    hint = tonumber(first[2]) - now
+  end
+end
+if hint == -2 then
+  -- Admitted readers that still wait go first; those that entered, gave up or died
+  -- (their queue entry expired) are forgotten.
+  for _, id in ipairs(redis.call('smembers', KEYS[5])) do
+    if redis.call('zscore', KEYS[4], id) then
+      hint = redis.call('pttl', KEYS[5])
+    else
+      redis.call('srem', KEYS[5], id)
+    end
+  end
+end
+if hint == -2 then
+  redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  if ARGV[5] == '1' then
+    redis.call('zrem', KEYS[3], waiter)
+  end
+  return {1, redis.call('incr', KEYS[6])}
+end
+if waiter ~= '' then
+  redis.call('zadd', KEYS[3], now + tonumber(ARGV[4]), waiter)
+  -- Only ever lengthened: another waiter's entry may last longer than this one's.
+  if redis.call('pttl', KEYS[3]) < tonumber(ARGV[4]) then
+    redis.call('pexpire', KEYS[3], ARGV[4])
+  end
+end
+return {0, hint}

@@ -1,0 +1,34 @@
+-- Release the write lock, only if the caller still holds it. Readers that waited are
+-- admitted ahead of waiting writers and all woken (so writers cannot starve readers);
+-- with no reader waiting, one waiting writer is woken.
+-- KEYS[1] writer key      KEYS[2] waiting writers (zset: process id -> intent expiry ms)
+-- KEYS[3] waiting readers (zset: process id -> expiry ms)
+-- KEYS[4] readers admitted past waiting writers (set of process ids)
+-- ARGV[1] writer token    ARGV[2] prefix of the waiters' wake-up channels
+-- ARGV[3] the readers' wake-up key      ARGV[4] the writers' wake-up key
+-- ARGV[5] how long admitted readers may hold writers back (ms)
+-- returns 1 released, 0 not the holder (lease lost; nothing is touched)
+if redis.call('get', KEYS[1]) ~= ARGV[1] then
+  return 0
+end
+redis.call('del', KEYS[1])
+local t = redis.call('time')
+local now = t[1] * 1000 + math.floor(t[2] / 1000)
+redis.call('zremrangebyscore', KEYS[2], '-inf', now)
+redis.call('zremrangebyscore', KEYS[3], '-inf', now)
+local readers = redis.call('zrange', KEYS[3], 0, -1)
+if readers[1] then
+  for _, id in ipairs(readers) do
+    redis.call('sadd', KEYS[4], id)
+    redis.call('publish', ARGV[2] .. id, ARGV[3])
+  end
+  redis.call('pexpire', KEYS[4], ARGV[5])
+  return 1
+end
+-- The writer that refreshed its intent last: a writer that died while waiting has
+-- the oldest refresh, so a wake-up is not lost on it.
+local head = redis.call('zrange', KEYS[2], -1, -1)
+if head[1] then
+  redis.call('publish', ARGV[2] .. head[1], ARGV[4])
+end
+return 1
