@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from seawall._sync.fence import fenced_read, fenced_write
 from seawall._sync.lock import Lock
+from seawall._sync.semaphore import Semaphore
 from seawall.errors import (
     LockError,
     LockNotOwnedError,
@@ -24,6 +25,7 @@ __all__ = [
     "LockNotOwnedError",
     "LockTimeout",
     "SeawallError",
+    "Semaphore",
     "ServerNotFoundError",
     "__version__",
     "fenced_read",

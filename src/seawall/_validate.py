@@ -87,3 +87,15 @@ def check_timeout(value: Any, what: str) -> float | None:
     if math.isnan(value) or value < 0:
         raise ValueError(f"{what} must be None or >= 0 seconds, got {value!r}")
     return None if math.isinf(value) else float(value)
+
+
+def check_permits(value: Any, what: str) -> int:
+    """A whole number of permits, at least 1."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(
+            f"{what} must be an int (the number of permits), got {type(value).__qualname__}: "
+            f"{value!r}"
+        )
+    if value < 1:
+        raise ValueError(f"{what} must be at least 1 (the number of permits), got {value!r}")
+    return value

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from seawall._async.fence import fenced_read, fenced_write
 from seawall._async.lock import AsyncLock as Lock
+from seawall._async.semaphore import AsyncSemaphore as Semaphore
 from seawall.errors import LockError, LockNotOwnedError, LockTimeout, SeawallError
 
 __all__ = [
@@ -12,6 +13,7 @@ __all__ = [
     "LockNotOwnedError",
     "LockTimeout",
     "SeawallError",
+    "Semaphore",
     "fenced_read",
     "fenced_write",
 ]
