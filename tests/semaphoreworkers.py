@@ -7,6 +7,7 @@ from different processes can be compared in one ledger.
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 import random
 import time
 from multiprocessing.connection import Connection
@@ -18,6 +19,13 @@ import seawall
 import seawall.aio
 
 HOUR = 3600.0
+
+# The semaphore tests start many processes. 32 fresh interpreters ("spawn") cost about 10
+# CPU-seconds of imports, 20-40 s on a shared 2-core machine. A fork server is one fresh
+# interpreter too (nothing of pytest's threads or sockets is inherited, which is why the
+# suite avoids "fork"), which imports seawall once and forks every worker from it.
+FORKSERVER = multiprocessing.get_context("forkserver")
+FORKSERVER.set_forkserver_preload(["seawall", "seawall.aio", "redis.cluster"])
 
 
 def cycle_permits(
@@ -86,8 +94,9 @@ def fault_cycler(url: str, name: str, value: int, ttl: float, cycles: int, skew_
     """The churn of the fault test: `cycles` holds, each reported on `pipe` as it happens.
 
     ("enter", entered ns, token) right after acquire; ("exit", left ns) after release,
-    where `left` is truncated at the lease deadline when release found the lease lost
-    (the process was paused past it); ("done", cycles done, permits lost) at the end.
+    where `left` is read just before release, truncated at the lease deadline when
+    release found the lease lost (the process was paused past it); ("done", cycles done,
+    permits lost) at the end.
     Each message is one small write on this process's own pipe, so a SIGKILL between
     messages loses nothing already sent and cannot leave a shared lock held.
     """
@@ -106,14 +115,16 @@ def fault_cycler(url: str, name: str, value: int, ttl: float, cycles: int, skew_
         assert hold is not None
         pipe.send(("enter", entered, hold.token))
         time.sleep(rng.uniform(0.0005, 0.003))
+        # The hold ends when the holder stops acting under it: before it calls release (a
+        # pause after the release script ran must not stretch the interval).
+        left = time.monotonic_ns()
         try:
             sem.release()
-            left = time.monotonic_ns()
         except seawall.LockNotOwnedError:
             # Paused past its lease: it cannot know when the server gave the permit away,
             # only that this was no earlier than its own deadline (sent + ttl of the last
             # successful renewal), so that is where its hold provably ended.
-            left = min(time.monotonic_ns(), int(hold.deadline * 1e9))
+            left = min(left, int(hold.deadline * 1e9))
             lost += 1
         pipe.send(("exit", left))
     pipe.send(("done", cycles, lost))

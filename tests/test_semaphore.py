@@ -9,8 +9,8 @@ import time
 from typing import Any
 
 import pytest
-from conftest import SPAWN, Target
-from semaphoreworkers import cycle_permits, hold_permit
+from conftest import Target
+from semaphoreworkers import FORKSERVER, cycle_permits, hold_permit
 
 import seawall
 import seawall.aio
@@ -39,8 +39,8 @@ def peak_overlap(intervals: list[tuple[int, int]]) -> int:
 
 
 def test_bound_respected_across_processes(target: Target, world: str) -> None:
-    value, processes, cycles = 2, 4, 40
-    with SPAWN.Pool(processes) as pool:
+    value, processes, cycles = 2, 4, 25
+    with FORKSERVER.Pool(processes) as pool:
         ledgers = pool.starmap(
             cycle_permits,
             [(target.url, target.cluster, world, "bound", value, cycles)] * processes,
@@ -68,7 +68,7 @@ def _wait_until(condition: Any, seconds: float = 10.0) -> None:
 
 def test_waiters_served_in_arrival_order(target: Target, world: str) -> None:
     # Each waiter has its own client, hence its own waker: a "process" to the queue.
-    waiters, name = 5, "fifo"
+    waiters, name = 4, "fifo"
     order: list[int] = []
     if world == "sync":
         holder = seawall.Semaphore(target.sync(), name, value=1, ttl=5.0)
@@ -123,6 +123,9 @@ def test_waiters_served_in_arrival_order(target: Target, world: str) -> None:
     assert target.lock_keys() == []
 
 
+LAPSE_MS = 100  # seawall.Semaphore passes WAITER_LAPSE_MS; shorter here to keep it quick
+
+
 def test_newcomer_never_takes_a_permit_a_queued_process_waits_for(standalone: Target) -> None:
     r = standalone.sync()
     keys = semaphore_keys("queue")
@@ -134,7 +137,7 @@ def test_newcomer_never_takes_a_permit_a_queued_process_waits_for(standalone: Ta
             r,
             acquire,
             (keys.key, keys.fence, keys.waiters, keys.seen),
-            (token, 2, 10_000, waiter, 1_500, 5_000, ""),
+            (token, 2, 10_000, waiter, LAPSE_MS, 5_000, ""),
         )
 
     assert attempt("a")[0] == 1
@@ -146,7 +149,7 @@ def test_newcomer_never_takes_a_permit_a_queued_process_waits_for(standalone: Ta
     assert attempt("w-token", waiter="w")[0] == 1
     assert r.zrange(keys.waiters, 0, -1) == [b"x"]
     # A queued process that stops trying is dropped after its lapse: x has not retried.
-    time.sleep(1.6)
+    time.sleep(LAPSE_MS / 1000 + 0.05)
     assert run_script(r, release, keys.queue, ("b", 2, WAKE_PREFIX)) == 1
     assert attempt("late")[0] == 1
     assert r.exists(keys.waiters) == 0
@@ -202,9 +205,9 @@ def test_release_by_non_holder_raises(target: Target, world: str) -> None:
 
 
 def test_dead_holder_permit_returns_within_ttl(target: Target, world: str) -> None:
-    ttl, name = 1.0, "dead"
-    parent_end, child_end = SPAWN.Pipe()
-    child = SPAWN.Process(
+    ttl, name = 0.6, "dead"
+    parent_end, child_end = FORKSERVER.Pipe()
+    child = FORKSERVER.Process(
         target=hold_permit, args=(target.url, target.cluster, world, name, 2, ttl, child_end)
     )
     child.start()
@@ -212,7 +215,7 @@ def test_dead_holder_permit_returns_within_ttl(target: Target, world: str) -> No
         assert parent_end.poll(20), "holder did not acquire"
         _, dead_fence = parent_end.recv()
         # A live holder keeps renewing its own lease meanwhile.
-        live = seawall.Semaphore(target.sync(), name, value=2, ttl=ttl)
+        live = seawall.Semaphore(target.sync(), name, value=2, ttl=2 * ttl)
         assert live.acquire(timeout=5)
         child.kill()
         killed_at = time.monotonic()
@@ -257,7 +260,7 @@ def test_renewal_keeps_a_short_permit_and_cycles_leave_nothing(
         other = seawall.Semaphore(target.sync(), name, value=1, ttl=ttl)
         assert sem.acquire()
         stolen = 0
-        until = time.monotonic() + 2.0
+        until = time.monotonic() + 1.0
         while time.monotonic() < until:
             if other.acquire(blocking=False):
                 stolen += 1
@@ -266,7 +269,7 @@ def test_renewal_keeps_a_short_permit_and_cycles_leave_nothing(
         assert stolen == 0
         assert sem.owned()
         sem.release()
-        for _ in range(300):
+        for _ in range(200):
             sem.acquire()
             sem.release()
         assert get_renewer().active() == 0
@@ -278,7 +281,7 @@ def test_renewal_keeps_a_short_permit_and_cycles_leave_nothing(
             other = seawall.aio.Semaphore(r2, name, value=1, ttl=ttl)
             assert await sem.acquire()
             stolen = 0
-            until = time.monotonic() + 2.0
+            until = time.monotonic() + 1.0
             while time.monotonic() < until:
                 if await other.acquire(blocking=False):
                     stolen += 1
@@ -287,7 +290,7 @@ def test_renewal_keeps_a_short_permit_and_cycles_leave_nothing(
             assert stolen == 0
             assert await sem.owned()
             await sem.release()
-            for _ in range(300):
+            for _ in range(200):
                 await sem.acquire()
                 await sem.release()
             assert get_async_renewer().active() == 0
