@@ -12,16 +12,18 @@ local held = lease and tonumber(lease) > now
 if lease then
   redis.call('zrem', KEYS[1], ARGV[1])
 end
-redis.call('zremrangebyscore', KEYS[1], '-inf', now)
-local gone = redis.call('zrangebyscore', KEYS[3], '-inf', now)
-for _, id in ipairs(gone) do
-  redis.call('zrem', KEYS[2], id)
-  redis.call('zrem', KEYS[3], id)
-end
-local free = tonumber(ARGV[2]) - redis.call('zcard', KEYS[1])
-if free > 0 then
-  for _, id in ipairs(redis.call('zrange', KEYS[2], 0, free - 1)) do
-    redis.call('publish', ARGV[3] .. id, KEYS[1])
+if redis.call('exists', KEYS[2]) == 1 then
+  redis.call('zremrangebyscore', KEYS[1], '-inf', now)
+  local gone = redis.call('zrangebyscore', KEYS[3], '-inf', now)
+  for _, id in ipairs(gone) do
+    redis.call('zrem', KEYS[2], id)
+    redis.call('zrem', KEYS[3], id)
+  end
+  local free = tonumber(ARGV[2]) - redis.call('zcard', KEYS[1])
+  if free > 0 then
+    for _, id in ipairs(redis.call('zrange', KEYS[2], 0, free - 1)) do
+      redis.call('publish', ARGV[3] .. id, KEYS[1])
+    end
   end
 end
 if held then
