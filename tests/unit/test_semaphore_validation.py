@@ -52,3 +52,15 @@ def test_defaults_follow_the_contract() -> None:
     sem = seawall.Semaphore(SYNC, "pool:db")
     assert (sem.value, sem.ttl, sem.timeout) == (3, 30.0, None)
     assert sem.key == "seawall:semaphore:{pool:db}"
+
+
+@pytest.mark.parametrize("name", ["pool", "{orders}:reports", "}odd", "a:b:c"])
+def test_semaphore_keys_share_one_slot_and_name_their_kind(name: str) -> None:
+    from seawall._keys import hash_tag, kind_of, semaphore_keys
+
+    keys = semaphore_keys(name)
+    tags = {hash_tag(k) for k in (keys.key, keys.fence, keys.waiters, keys.seen)}
+    assert len(tags) == 1 and None not in tags
+    assert kind_of(keys.key) == "semaphore"
+    assert kind_of("seawall:lock:{x}") == "lock"
+    assert kind_of("other:thing") == ""

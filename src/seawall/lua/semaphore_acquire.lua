@@ -17,25 +17,31 @@
 local now = redis.call('time')
 now = now[1] * 1000 + math.floor(now[2] / 1000)
 redis.call('zremrangebyscore', KEYS[1], '-inf', now)
--- A queued process that stopped trying (killed, paused) must not block the queue.
-local gone = redis.call('zrangebyscore', KEYS[4], '-inf', now)
-for _, id in ipairs(gone) do
-  redis.call('zrem', KEYS[3], id)
-  redis.call('zrem', KEYS[4], id)
+local queued = redis.call('zcard', KEYS[3])
+if queued > 0 then
+  -- A queued process that stopped trying (killed, paused) must not block the queue.
+  local gone = redis.call('zrangebyscore', KEYS[4], '-inf', now)
+  for _, id in ipairs(gone) do
+    redis.call('zrem', KEYS[3], id)
+    redis.call('zrem', KEYS[4], id)
+  end
+  if #gone > 0 then
+    queued = redis.call('zcard', KEYS[3])
+  end
 end
 local waiter = ARGV[4]
 local place = ARGV[7]
 local free = tonumber(ARGV[2]) - redis.call('zcard', KEYS[1])
 if free > 0 then
   local ahead = false
-  if waiter ~= '' then
+  if waiter ~= '' and queued > 0 then
     ahead = redis.call('zrank', KEYS[3], waiter)
   end
   if not ahead then
-    if place ~= '' then
+    if place ~= '' and queued > 0 then
       ahead = redis.call('zcount', KEYS[3], '-inf', '(' .. place)
     else
-      ahead = redis.call('zcard', KEYS[3])
+      ahead = queued
     end
   end
   if ahead < free then
@@ -43,7 +49,7 @@ if free > 0 then
     -- The key lives as long as its longest lease, so dead holders leave nothing behind.
     local last = redis.call('zrange', KEYS[1], -1, -1, 'WITHSCORES')
     redis.call('pexpireat', KEYS[1], last[2])
-    if waiter ~= '' then
+    if waiter ~= '' and queued > 0 then
       redis.call('zrem', KEYS[3], waiter)
       redis.call('zrem', KEYS[4], waiter)
     end
