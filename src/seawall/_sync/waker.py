@@ -9,6 +9,9 @@ trip). A release pops the process that has waited longest and publishes to that 
 own channel; its waker wakes the local head, which tries at once. One process is woken per
 release, so contended locks cost no herd of failing attempts.
 
+Semaphores queue the same way under their own keys (a release wakes as many processes as
+there are free permits); `_OTHER_QUEUES` says how a process leaves their queues.
+
 Pub/sub loses messages while its connection is down, and a popped process may have died.
 Every wait is therefore bounded (`_lease.wait_slice`); after a reconnect every head is
 woken to look again; a wake-up for a lock nobody here waits for any more is passed on.
