@@ -39,7 +39,7 @@ def peak_overlap(intervals: list[tuple[int, int]]) -> int:
 
 
 def test_bound_respected_across_processes(target: Target, world: str) -> None:
-    value, processes, cycles = 2, 4, 25
+    value, processes, cycles = 2, 3, 20
     with FORKSERVER.Pool(processes) as pool:
         ledgers = pool.starmap(
             cycle_permits,
@@ -68,7 +68,7 @@ def _wait_until(condition: Any, seconds: float = 10.0) -> None:
 
 def test_waiters_served_in_arrival_order(target: Target, world: str) -> None:
     # Each waiter has its own client, hence its own waker: a "process" to the queue.
-    waiters, name = 4, "fifo"
+    waiters, name = 3, "fifo"
     order: list[int] = []
     if world == "sync":
         holder = seawall.Semaphore(target.sync(), name, value=1, ttl=5.0)
