@@ -100,11 +100,9 @@ def test_bound_holds_under_kills_pauses_and_a_skewed_clock(standalone: Target) -
             for fault in faults:
                 if fault.returned_after is None and _lease_over(r, key, fault.token):
                     fault.returned_after = now - fault.at
-            # Alternate kills and stops; a kill that misses costs a process, so few retries.
-            killed = sum(w.killed for w in workers.values())
-            can_kill = hits["kill"] < kills and killed < kills + 2
+            # Alternate kills and stops until each has hit a holder as often as planned.
             turn = len(faults) % 2 == 0 or hits["stop"] == stops
-            kind = "kill" if can_kill and turn else "stop"
+            kind = "kill" if hits["kill"] < kills and turn else "stop"
             if hits[kind] < wanted[kind] and attempts < max_attempts and now >= next_fault:
                 # Only a process known to hold a permit; worker 0 is spared from SIGKILL so
                 # the skewed clock is seen through a whole run.
@@ -117,30 +115,29 @@ def test_bound_holds_under_kills_pauses_and_a_skewed_clock(standalone: Target) -
                     attempts += 1
                     victim = workers[rng.choice(holding)]
                     assert victim.open is not None
-                    entered, token = victim.open
-                    if kind == "kill":
-                        victim.process.kill()
-                        victim.killed = True
-                        killed_ns = time.monotonic_ns()
-                        _drain(victim)
-                        if victim.open is not None:
-                            # A dead process acts no more: its hold ends with it.
-                            victim.intervals.append((entered, killed_ns))
-                    else:
-                        os.kill(victim.process.pid, signal.SIGSTOP)
-                        victim.stopped_until = time.monotonic() + ttl + 0.3
+                    _, token = victim.open
+                    # Stop it first, then make sure it still held the permit: one that had
+                    # just released is let go (and a SIGKILL spent on it would waste a
+                    # process). A stopped process acts no more, so a kill dates from here.
+                    os.kill(victim.process.pid, signal.SIGSTOP)
+                    stopped_ns = time.monotonic_ns()
                     at = time.monotonic()
                     if _lease_over(r, key, token):
-                        # It had released just before the signal: not a fault of a holder.
                         missed += 1
-                        if kind == "stop":
-                            os.kill(victim.process.pid, signal.SIGCONT)
-                            victim.stopped_until = None
+                        os.kill(victim.process.pid, signal.SIGCONT)
                         next_fault = at + 0.05
-                    else:
-                        hits[kind] += 1
-                        faults.append(Fault(kind, token, at))
-                        next_fault = at + 0.5
+                        continue
+                    hits[kind] += 1
+                    faults.append(Fault(kind, token, at))
+                    next_fault = at + 0.5
+                    if kind == "stop":
+                        victim.stopped_until = at + ttl + 0.3
+                        continue
+                    victim.process.kill()
+                    victim.killed = True
+                    _drain(victim)
+                    if victim.open is not None:
+                        victim.intervals.append((victim.open[0], stopped_ns))
         churned = time.monotonic() - started
         last_fault = max(f.at for f in faults)
         # Every faulted permit came back (by the server's clock) within ttl + 1 s.
@@ -173,8 +170,8 @@ def test_bound_holds_under_kills_pauses_and_a_skewed_clock(standalone: Target) -
     print(
         f"\nsemaphore churn: {len(intervals)} holds by {processes} processes in {churned:.1f} s, "
         f"{len(faults)} faults on holders ({hits['kill']} SIGKILL, {hits['stop']} SIGSTOP; "
-        f"{missed} more signals came just after a release), {lost} leases lost by "
-        f"paused holders, peak {peak} holders, permits back after "
+        f"{missed} more SIGSTOPs came just after a release and were undone), {lost} leases "
+        f"lost by paused holders, peak {peak} holders, permits back after "
         + ", ".join(f"{s:.2f}" for s in returns) + " s"
     )
     assert len(faults) == kills + stops, "not every fault found a holder to hit"
@@ -183,7 +180,7 @@ def test_bound_holds_under_kills_pauses_and_a_skewed_clock(standalone: Target) -
     skewed = workers[0].done
     assert skewed is not None and skewed[0] == cycles, "the skewed clock's process did not finish"
     killed = sum(w.killed for w in workers.values())
-    assert len(finished) == processes - killed
+    assert killed == kills and len(finished) == processes - kills
     assert all(w.done is not None and w.done[0] == cycles for w in finished)
     assert len(intervals) >= (processes - killed) * cycles
     assert lost >= 1  # the paused holders really were paused past their leases
