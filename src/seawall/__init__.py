@@ -10,6 +10,7 @@ from seawall._sync.fence import fenced_read, fenced_write
 from seawall._sync.lock import Lock
 from seawall._sync.rlock import RLock
 from seawall._sync.rwlock import RWLock
+from seawall._sync.semaphore import Semaphore
 from seawall.errors import (
     BloomFilterError,
     LockError,
@@ -34,6 +35,7 @@ __all__ = [
     "RLock",
     "RWLock",
     "SeawallError",
+    "Semaphore",
     "ServerNotFoundError",
     "__version__",
     "fenced_read",

@@ -89,3 +89,32 @@ def rwlock_keys(name: str) -> RWLockKeys:
         admitted=f"{base}:admitted",
         fence=f"{base}:fence",
     )
+
+
+def kind_of(key: str) -> str:
+    """The primitive kind of a key built by `tagged` ("lock", "semaphore", ...)."""
+    return key.split(":", 2)[1] if key.startswith(f"{PREFIX}:") else ""
+
+
+@dataclass(frozen=True, slots=True)
+class SemaphoreKeys:
+    key: str  # zset: holders' tokens scored by when their leases end (server ms)
+    fence: str  # counter, INCRed on every acquisition; never expires
+    waiters: str  # zset: waiting processes' ids scored by arrival (server ms), oldest first
+    seen: str  # zset: the same ids scored by when they count as gone unless they try again
+
+    @property
+    def queue(self) -> tuple[str, str, str]:
+        """The keys the scripts that take a process off the queue work on."""
+        return (self.key, self.waiters, self.seen)
+
+
+def semaphore_keys(name: str) -> SemaphoreKeys:
+    return semaphore_keys_of(tagged("semaphore", name))
+
+
+def semaphore_keys_of(key: str) -> SemaphoreKeys:
+    """The keys of the semaphore whose main key is `key` (a wake-up message carries it)."""
+    return SemaphoreKeys(
+        key=key, fence=f"{key}:fence", waiters=f"{key}:waiters", seen=f"{key}:seen"
+    )

@@ -99,3 +99,15 @@ def check_replicas(value: Any, what: str) -> int:
     if value < 0:
         raise ValueError(f"{what} must be >= 0 (0 to not wait for replicas), got {value!r}")
     return value
+
+
+def check_permits(value: Any, what: str) -> int:
+    """A whole number of permits, at least 1."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(
+            f"{what} must be an int (the number of permits), got {type(value).__qualname__}: "
+            f"{value!r}"
+        )
+    if value < 1:
+        raise ValueError(f"{what} must be at least 1 (the number of permits), got {value!r}")
+    return value

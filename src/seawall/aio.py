@@ -7,6 +7,7 @@ from seawall._async.fence import fenced_read, fenced_write
 from seawall._async.lock import AsyncLock as Lock
 from seawall._async.rlock import AsyncRLock as RLock
 from seawall._async.rwlock import AsyncRWLock as RWLock
+from seawall._async.semaphore import AsyncSemaphore as Semaphore
 from seawall.errors import (
     BloomFilterError,
     LockError,
@@ -27,6 +28,7 @@ __all__ = [
     "RLock",
     "RWLock",
     "SeawallError",
+    "Semaphore",
     "fenced_read",
     "fenced_write",
 ]

@@ -8,6 +8,9 @@ trip). A release pops the process that has waited longest and publishes to that 
 own channel; its waker wakes the local head, which tries at once. One process is woken per
 release, so contended locks cost no herd of failing attempts.
 
+Semaphores queue the same way under their own keys (a release wakes as many processes as
+there are free permits); `_OTHER_QUEUES` says how a process leaves their queues.
+
 Pub/sub loses messages while its connection is down, and a popped process may have died.
 Every wait is therefore bounded (`_lease.wait_slice`); after a reconnect every head is
 woken to look again; a wake-up for a lock nobody here waits for any more is passed on.
@@ -21,6 +24,7 @@ import threading
 import uuid
 import weakref
 from collections import deque
+from collections.abc import Callable
 from types import TracebackType
 from typing import Any, cast
 
@@ -36,10 +40,18 @@ from seawall._concurrency import (
     async_scope,
     async_sleep,
 )
-from seawall._keys import WAKE_PREFIX, lock_keys_of
+from seawall._keys import WAKE_PREFIX, kind_of, lock_keys_of, semaphore_keys_of
 from seawall._validate import AsyncClient
 
 _PASS_WAKE = _scripts.load("lock_pass_wake")
+
+# Queues of primitives other than the lock, by key kind: their queue keys from the main
+# key, and one script (ARGV: wake-up channel prefix, waker id) that takes this process off
+# the queue and wakes the next waiter. It serves both leaving the queue and passing a
+# wake-up on: with more than one permit, a wake-up nobody here takes must go on as well.
+_OTHER_QUEUES: dict[str, tuple[Callable[[str], tuple[str, ...]], _scripts.LuaScript]] = {
+    "semaphore": (lambda key: semaphore_keys_of(key).queue, _scripts.load("semaphore_leave")),
+}
 
 # The listener exits after this long with nobody waiting; POLL is how often it looks.
 IDLE_EXIT = 10.0
@@ -219,12 +231,23 @@ class AsyncWaker:
 
     async def _withdraw(self, key: str) -> None:
         client = self._client()
-        if client is not None:
+        if client is None:
+            return
+        if not await self._leave_other(client, key):
             await client.zrem(lock_keys_of(key).waiters, self.id)
+
+    async def _leave_other(self, client: AsyncClient, key: str) -> bool:
+        """Leave the queue of a primitive other than the lock; False for a lock's key."""
+        other = _OTHER_QUEUES.get(kind_of(key))
+        if other is None:
+            return False
+        queue_keys, leave = other
+        await run_script(client, leave, queue_keys(key), (WAKE_PREFIX, self.id))
+        return True
 
     async def _pass_on(self, key: str) -> None:
         client = self._client()
-        if client is None:
+        if client is None or await self._leave_other(client, key):
             return
         keys = lock_keys_of(key)
         await run_script(client, _PASS_WAKE, (keys.key, keys.waiters), (WAKE_PREFIX, self.id))
