@@ -2,11 +2,26 @@
 
 from __future__ import annotations
 
+from seawall._async.cache import AsyncCache as Cache
 from seawall._async.fence import fenced_read, fenced_write
 from seawall._async.lock import AsyncLock as Lock
-from seawall.errors import LockError, LockNotOwnedError, LockTimeout, SeawallError
+from seawall._cache_stats import CacheStats
+from seawall.errors import (
+    CacheError,
+    CacheSerializationError,
+    CacheWaitTimeout,
+    LockError,
+    LockNotOwnedError,
+    LockTimeout,
+    SeawallError,
+)
 
 __all__ = [
+    "Cache",
+    "CacheError",
+    "CacheSerializationError",
+    "CacheStats",
+    "CacheWaitTimeout",
     "Lock",
     "LockError",
     "LockNotOwnedError",

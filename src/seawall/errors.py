@@ -29,3 +29,19 @@ class LockNotOwnedError(LockError):
 
 class LockTimeout(LockError):
     """A blocking acquire did not get the lock within its timeout."""
+
+
+class CacheError(SeawallError):
+    """A cache operation failed; `key` names the cache key concerned."""
+
+    def __init__(self, message: str, *, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+class CacheSerializationError(CacheError, TypeError):
+    """A value could not be encoded for the cache; nothing was written."""
+
+
+class CacheWaitTimeout(CacheError):
+    """A caller waited longer than the cache's wait_timeout for another process's load."""

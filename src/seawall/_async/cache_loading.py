@@ -1,0 +1,358 @@
+"""The load path of seawall.aio.Cache: one loader per key per expiry, across all processes.
+
+In a process, concurrent callers of one key share one flight: only its leader talks to
+Redis. Across processes, one script reads the value or takes the key's load lease; the
+lease holder loads and writes back under its token, the others wait for the wake-up that
+the write publishes (or for the lease to run out, when they take over). A stale value is
+served at once while the lease holder refreshes it in the background.
+"""
+
+from __future__ import annotations
+
+import functools
+import secrets
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from seawall import _concurrency, _scripts
+from seawall._async.cache_waker import AsyncCacheWaker, get_cache_waker
+from seawall._async.scripts import run_script
+from seawall._cache_codec import (
+    ABSENT_PAYLOAD,
+    CACHE_WAKE_PREFIX,
+    CacheKeys,
+    Serializer,
+    cache_keys,
+    encode,
+)
+from seawall._cache_stats import Counters
+from seawall._concurrency import (
+    AsyncEvent,
+    async_background,
+    async_call_loader,
+    async_scope,
+    async_sleep,
+    async_spawn,
+)
+from seawall._freshness import jittered, xfetch_due
+from seawall._l1 import L1
+from seawall._validate import AsyncClient
+from seawall.errors import CacheWaitTimeout
+
+_FETCH = _scripts.load("cache_fetch")
+_STORE = _scripts.load("cache_store")
+_VOID = _scripts.load("cache_void")
+
+FRESH, STALE_REFRESH, STALE, MISS_LOAD, MISS_WAIT = 1, 2, 3, 4, 5
+
+# A decoded payload that could not be decoded (distinct from None, "not found").
+CORRUPT: Any = object()
+
+# Extra time a waiter gives a lease beyond its remaining ttl before it looks again.
+LEASE_GRACE = 0.01
+
+
+def ms(seconds: float) -> int:
+    return max(1, round(seconds * 1000))
+
+
+class _Flight:
+    """One load in this process that concurrent callers of the same key share."""
+
+    __slots__ = ("done", "error", "value")
+
+    def __init__(self) -> None:
+        self.done = AsyncEvent()
+        self.value: Any = None
+        self.error: BaseException | None = None
+
+
+class AsyncCacheCore:
+    """State and load path shared by the public methods of seawall.aio.Cache."""
+
+    def __init__(
+        self,
+        client: AsyncClient,
+        namespace: str,
+        *,
+        ttl: float,
+        stale_ttl: float,
+        absent_ttl: float,
+        jitter: float,
+        lease: float,
+        wait_timeout: float,
+        xfetch_beta: float | None,
+        serializer: Serializer,
+        l1: L1,
+    ) -> None:
+        self._client = client
+        self.namespace = namespace
+        self.ttl = ttl
+        self.stale_ttl = stale_ttl
+        self.absent_ttl = absent_ttl
+        self.jitter = jitter
+        self.lease = lease
+        self.wait_timeout = wait_timeout
+        self.xfetch_beta = xfetch_beta
+        self._serializer = serializer
+        self.l1 = l1
+        self._counters = Counters()
+        self._mutex = threading.Lock()
+        self._flights: dict[tuple[object, str], _Flight] = {}
+        self._refreshing: set[str] = set()
+
+    # --- encoding ------------------------------------------------------------------------
+
+    def _decode(self, payload: Any, key: str) -> Any:
+        data = payload.encode() if isinstance(payload, str) else bytes(payload)
+        if data == ABSENT_PAYLOAD:
+            return None
+        try:
+            return self._serializer.loads(data)
+        except Exception as exc:
+            self._counters.add("corrupt")
+            _concurrency.log.warning(
+                "seawall: cache %r: the value of key %r in Redis cannot be decoded (%r); "
+                "treating it as a miss and loading it again",
+                self.namespace,
+                key,
+                exc,
+            )
+            return CORRUPT
+
+    def _entry_ttls(self, value: Any, ttl: float | None) -> tuple[float, float]:
+        """(fresh seconds, stale window seconds) for a value about to be written."""
+        if value is None:
+            return jittered(self.absent_ttl if ttl is None else ttl, self.jitter), 0.0
+        return jittered(self.ttl if ttl is None else ttl, self.jitter), self.stale_ttl
+
+    def _remember(self, key: str, value: Any, fresh: float) -> None:
+        self.l1.put(key, value, fresh)
+
+    # --- one flight per key in this process ----------------------------------------------
+
+    async def _load_shared(self, key: str, loader: Callable[[], Any], ttl: float | None) -> Any:
+        # Flights are per event loop too: an asyncio event belongs to one loop.
+        slot = (async_scope(), key)
+        while True:
+            with self._mutex:
+                flight = self._flights.get(slot)
+                leader = flight is None
+                if flight is None:
+                    flight = self._flights[slot] = _Flight()
+            if leader:
+                try:
+                    flight.value = await self._resolve(key, loader, ttl)
+                except BaseException as exc:
+                    flight.error = exc
+                    raise
+                finally:
+                    with self._mutex:
+                        del self._flights[slot]
+                    flight.done.set()
+                return flight.value
+            self._counters.add("waits")
+            if not await flight.done.wait(self.wait_timeout):
+                raise self._wait_timeout(key)
+            if flight.error is None:
+                return flight.value
+            if isinstance(flight.error, Exception):
+                raise flight.error
+            # The leader was cancelled or interrupted, not failed: try again, maybe leading.
+
+    def _wait_timeout(self, key: str) -> CacheWaitTimeout:
+        return CacheWaitTimeout(
+            f"cache {self.namespace!r}: key {key!r} was being loaded by another caller for "
+            f"more than wait_timeout={self.wait_timeout} s; the loader may be stuck, or "
+            "raise wait_timeout (and lease) for slow loaders",
+            key=key,
+        )
+
+    # --- Redis: read, or take the lease, or wait ------------------------------------------
+
+    async def _fetch(self, keys: CacheKeys, token: str, waiter: str, early: bool) -> Any:
+        return await run_script(
+            self._client, _FETCH, keys.all, (token, ms(self.lease), waiter, "1" if early else "")
+        )
+
+    async def _resolve(self, key: str, loader: Callable[[], Any], ttl: float | None) -> Any:
+        keys = cache_keys(self.namespace, key)
+        waker = get_cache_waker(self._client)
+        event = waker.watch(keys.value) if waker.ready else None
+        deadline = _concurrency.monotonic() + self.wait_timeout
+        waited = False
+        try:
+            while True:
+                token = secrets.token_hex(16)
+                if event is not None:
+                    event.clear()  # before the fetch: a wake-up during it stays set
+                reply = await self._fetch(keys, token, waker.id if event else "", False)
+                status = int(reply[0])
+                if status == MISS_LOAD:
+                    self._counters.add("misses")
+                    return await self._load_and_store(keys, key, loader, ttl, token)
+                if status != MISS_WAIT:
+                    return await self._found(keys, key, loader, ttl, reply, token)
+                if not waited:
+                    waited = True
+                    self._counters.add("waits")
+                remaining = deadline - _concurrency.monotonic()
+                if remaining <= 0:
+                    raise self._wait_timeout(key)
+                lease_left = max(int(reply[1]), 0) / 1000 + LEASE_GRACE
+                event = await self._wait(waker, keys, event, min(lease_left, remaining))
+        finally:
+            if event is not None:
+                waker.unwatch(keys.value, event)
+
+    async def _wait(
+        self, waker: AsyncCacheWaker, keys: CacheKeys, event: AsyncEvent | None, bound: float
+    ) -> AsyncEvent | None:
+        """Wait for a wake-up (at most `bound` s); returns the event to wait on next time."""
+        if event is not None:
+            await event.wait(bound)
+            return event
+        # Not listening yet: subscribe, then look again queued (a value landing before
+        # the subscription would otherwise wake nobody here).
+        if await waker.start(min(bound, 1.0)):
+            return waker.watch(keys.value)
+        await async_sleep(bound)  # pub/sub unavailable: the lease's end still bounds this
+        return None
+
+    async def _found(
+        self,
+        keys: CacheKeys,
+        key: str,
+        loader: Callable[[], Any],
+        ttl: float | None,
+        reply: Any,
+        token: str,
+    ) -> Any:
+        status = int(reply[0])
+        value = self._decode(reply[1], key)
+        if value is CORRUPT:
+            if status == STALE_REFRESH:
+                return await self._load_and_store(keys, key, loader, ttl, token)
+            return await self._replace_corrupt(keys, key, loader, ttl)
+        fresh = int(reply[2]) / 1000
+        if status == FRESH:
+            self._counters.add("l2_hits" if value is not None else "absent_hits")
+            self._remember(key, value, fresh)
+            beta = self.xfetch_beta
+            if beta is not None and xfetch_due(fresh, int(reply[3]) / 1000, beta):
+                self._refresh_soon(keys, key, loader, ttl, None)
+            return value
+        self._counters.add("stale_served")
+        if status == STALE_REFRESH:
+            self._refresh_soon(keys, key, loader, ttl, token)
+        return value
+
+    async def _replace_corrupt(
+        self, keys: CacheKeys, key: str, loader: Callable[[], Any], ttl: float | None
+    ) -> Any:
+        token = secrets.token_hex(16)
+        reply = await self._fetch(keys, token, "", True)
+        if int(reply[0]) in (STALE_REFRESH, MISS_LOAD):
+            return await self._load_and_store(keys, key, loader, ttl, token)
+        # Another caller is replacing it already: answer from the loader, write nothing.
+        value = await async_call_loader(loader)
+        self._counters.add("loads")
+        return value
+
+    # --- loading and writing back ---------------------------------------------------------
+
+    async def _load_and_store(
+        self, keys: CacheKeys, key: str, loader: Callable[[], Any], ttl: float | None, token: str
+    ) -> Any:
+        started = _concurrency.monotonic()
+        try:
+            value = await async_call_loader(loader)
+            payload = encode(self._serializer, value, self.namespace, key)
+        except BaseException:
+            self._counters.add("load_errors")
+            # Give the lease back at once, so a waiter loads now rather than at its end;
+            # in the background, so a cancelled caller still does it.
+            async_background(
+                functools.partial(self._give_back, keys, token),
+                f"giving back the load lease of cache key {key!r}",
+            )
+            raise
+        self._counters.add("loads")
+        took = _concurrency.monotonic() - started
+        fresh, stale = self._entry_ttls(value, ttl)
+        written = await run_script(
+            self._client,
+            _STORE,
+            keys.all,
+            (
+                token,
+                payload,
+                ms(fresh + stale),
+                ms(stale) if stale else 0,
+                ms(took),
+                CACHE_WAKE_PREFIX,
+            ),
+        )
+        if int(written):
+            self._remember(key, value, fresh)
+        else:
+            self._counters.add("voided")
+            _concurrency.log.info(
+                "seawall: cache %r: the load of key %r was not written back: a delete or set "
+                "came while it ran (or its lease of %s s ran out)",
+                self.namespace,
+                key,
+                self.lease,
+            )
+        return value
+
+    async def _give_back(self, keys: CacheKeys, token: str) -> None:
+        await run_script(self._client, _VOID, keys.all, (token, CACHE_WAKE_PREFIX))
+
+    def _refresh_soon(
+        self,
+        keys: CacheKeys,
+        key: str,
+        loader: Callable[[], Any],
+        ttl: float | None,
+        token: str | None,
+    ) -> None:
+        """Refresh `key` in the background; with `token`, under that lease (already taken)."""
+        with self._mutex:
+            if token is None and key in self._refreshing:
+                return
+            self._refreshing.add(key)
+        self._counters.add("refreshes")
+        async_spawn(
+            functools.partial(self._refresh, keys, key, loader, ttl, token),
+            f"seawall-cache-refresh {key!r}",
+        )
+
+    async def _refresh(
+        self,
+        keys: CacheKeys,
+        key: str,
+        loader: Callable[[], Any],
+        ttl: float | None,
+        token: str | None,
+    ) -> None:
+        try:
+            if token is None:
+                token = secrets.token_hex(16)
+                reply = await self._fetch(keys, token, "", True)
+                if int(reply[0]) not in (STALE_REFRESH, MISS_LOAD):
+                    return  # another process refreshes it
+            try:
+                await self._load_and_store(keys, key, loader, ttl, token)
+            except Exception as exc:
+                _concurrency.log.warning(
+                    "seawall: cache %r: refreshing key %r failed (%r); the old value is "
+                    "served until it expires or a later refresh succeeds",
+                    self.namespace,
+                    key,
+                    exc,
+                )
+        finally:
+            with self._mutex:
+                self._refreshing.discard(key)
