@@ -60,12 +60,15 @@ def ms(seconds: float) -> int:
 class _Flight:
     """One load in this process that concurrent callers of the same key share."""
 
-    __slots__ = ("done", "error", "value")
+    __slots__ = ("done", "error", "kind", "value")
 
     def __init__(self) -> None:
         self.done = AsyncEvent()
         self.value: Any = None
         self.error: BaseException | None = None
+        # What the callers who shared it count in stats(): a value from Redis, a stale
+        # one, or a wait for a load.
+        self.kind = "waits"
 
 
 class AsyncCacheCore:
@@ -143,7 +146,7 @@ class AsyncCacheCore:
                     flight = self._flights[slot] = _Flight()
             if leader:
                 try:
-                    flight.value = await self._resolve(key, loader, ttl)
+                    flight.value, flight.kind = await self._resolve(key, loader, ttl)
                 except BaseException as exc:
                     flight.error = exc
                     raise
@@ -152,10 +155,11 @@ class AsyncCacheCore:
                         del self._flights[slot]
                     flight.done.set()
                 return flight.value
-            self._counters.add("waits")
             if not await flight.done.wait(self.wait_timeout):
+                self._counters.add("waits")
                 raise self._wait_timeout(key)
             if flight.error is None:
+                self._counters.add(flight.kind)
                 return flight.value
             if isinstance(flight.error, Exception):
                 raise flight.error
@@ -176,7 +180,10 @@ class AsyncCacheCore:
             self._client, _FETCH, keys.all, (token, ms(self.lease), waiter, "1" if early else "")
         )
 
-    async def _resolve(self, key: str, loader: Callable[[], Any], ttl: float | None) -> Any:
+    async def _resolve(
+        self, key: str, loader: Callable[[], Any], ttl: float | None
+    ) -> tuple[Any, str]:
+        """The value, and what callers sharing this flight count in stats()."""
         keys = cache_keys(self.namespace, key)
         waker = get_cache_waker(self._client)
         event = waker.watch(keys.value) if waker.ready else None
@@ -191,7 +198,7 @@ class AsyncCacheCore:
                 status = int(reply[0])
                 if status == MISS_LOAD:
                     self._counters.add("misses")
-                    return await self._load_and_store(keys, key, loader, ttl, token)
+                    return await self._load_and_store(keys, key, loader, ttl, token), "waits"
                 if status != MISS_WAIT:
                     return await self._found(keys, key, loader, ttl, reply, token)
                 if not waited:
@@ -228,25 +235,26 @@ class AsyncCacheCore:
         ttl: float | None,
         reply: Any,
         token: str,
-    ) -> Any:
+    ) -> tuple[Any, str]:
         status = int(reply[0])
         value = self._decode(reply[1], key)
         if value is CORRUPT:
             if status == STALE_REFRESH:
-                return await self._load_and_store(keys, key, loader, ttl, token)
-            return await self._replace_corrupt(keys, key, loader, ttl)
+                return await self._load_and_store(keys, key, loader, ttl, token), "waits"
+            return await self._replace_corrupt(keys, key, loader, ttl), "waits"
         fresh = int(reply[2]) / 1000
         if status == FRESH:
-            self._counters.add("l2_hits" if value is not None else "absent_hits")
+            kind = "l2_hits" if value is not None else "absent_hits"
+            self._counters.add(kind)
             self._remember(key, value, fresh)
             beta = self.xfetch_beta
             if beta is not None and xfetch_due(fresh, int(reply[3]) / 1000, beta):
                 self._refresh_soon(keys, key, loader, ttl, None)
-            return value
+            return value, kind
         self._counters.add("stale_served")
         if status == STALE_REFRESH:
             self._refresh_soon(keys, key, loader, ttl, token)
-        return value
+        return value, "stale_served"
 
     async def _replace_corrupt(
         self, keys: CacheKeys, key: str, loader: Callable[[], Any], ttl: float | None

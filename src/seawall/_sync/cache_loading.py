@@ -61,12 +61,15 @@ def ms(seconds: float) -> int:
 class _Flight:
     """One load in this process that concurrent callers of the same key share."""
 
-    __slots__ = ("done", "error", "value")
+    __slots__ = ("done", "error", "kind", "value")
 
     def __init__(self) -> None:
         self.done = Event()
         self.value: Any = None
         self.error: BaseException | None = None
+        # What the callers who shared it count in stats(): a value from Redis, a stale
+        # one, or a wait for a load.
+        self.kind = "waits"
 
 
 class CacheCore:
@@ -144,7 +147,7 @@ class CacheCore:
                     flight = self._flights[slot] = _Flight()
             if leader:
                 try:
-                    flight.value = self._resolve(key, loader, ttl)
+                    flight.value, flight.kind = self._resolve(key, loader, ttl)
                 except BaseException as exc:
                     flight.error = exc
                     raise
@@ -153,10 +156,11 @@ class CacheCore:
                         del self._flights[slot]
                     flight.done.set()
                 return flight.value
-            self._counters.add("waits")
             if not flight.done.wait(self.wait_timeout):
+                self._counters.add("waits")
                 raise self._wait_timeout(key)
             if flight.error is None:
+                self._counters.add(flight.kind)
                 return flight.value
             if isinstance(flight.error, Exception):
                 raise flight.error
@@ -177,7 +181,10 @@ class CacheCore:
             self._client, _FETCH, keys.all, (token, ms(self.lease), waiter, "1" if early else "")
         )
 
-    def _resolve(self, key: str, loader: Callable[[], Any], ttl: float | None) -> Any:
+    def _resolve(
+        self, key: str, loader: Callable[[], Any], ttl: float | None
+    ) -> tuple[Any, str]:
+        """The value, and what callers sharing this flight count in stats()."""
         keys = cache_keys(self.namespace, key)
         waker = get_cache_waker(self._client)
         event = waker.watch(keys.value) if waker.ready else None
@@ -192,7 +199,7 @@ class CacheCore:
                 status = int(reply[0])
                 if status == MISS_LOAD:
                     self._counters.add("misses")
-                    return self._load_and_store(keys, key, loader, ttl, token)
+                    return self._load_and_store(keys, key, loader, ttl, token), "waits"
                 if status != MISS_WAIT:
                     return self._found(keys, key, loader, ttl, reply, token)
                 if not waited:
@@ -229,25 +236,26 @@ class CacheCore:
         ttl: float | None,
         reply: Any,
         token: str,
-    ) -> Any:
+    ) -> tuple[Any, str]:
         status = int(reply[0])
         value = self._decode(reply[1], key)
         if value is CORRUPT:
             if status == STALE_REFRESH:
-                return self._load_and_store(keys, key, loader, ttl, token)
-            return self._replace_corrupt(keys, key, loader, ttl)
+                return self._load_and_store(keys, key, loader, ttl, token), "waits"
+            return self._replace_corrupt(keys, key, loader, ttl), "waits"
         fresh = int(reply[2]) / 1000
         if status == FRESH:
-            self._counters.add("l2_hits" if value is not None else "absent_hits")
+            kind = "l2_hits" if value is not None else "absent_hits"
+            self._counters.add(kind)
             self._remember(key, value, fresh)
             beta = self.xfetch_beta
             if beta is not None and xfetch_due(fresh, int(reply[3]) / 1000, beta):
                 self._refresh_soon(keys, key, loader, ttl, None)
-            return value
+            return value, kind
         self._counters.add("stale_served")
         if status == STALE_REFRESH:
             self._refresh_soon(keys, key, loader, ttl, token)
-        return value
+        return value, "stale_served"
 
     def _replace_corrupt(
         self, keys: CacheKeys, key: str, loader: Callable[[], Any], ttl: float | None
