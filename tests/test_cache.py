@@ -227,7 +227,7 @@ def test_warm_without_jitter_would_expire_together(standalone: Target) -> None:
     assert max(expiries) - min(expiries) < 1000
 
 
-# --- acceptance 6 (first half): penetration by absent ids ------------------------------------------
+# --- acceptance 6 (first half): penetration by absent ids -----------------------------------
 
 
 def test_absent_ids_are_loaded_once_each_across_processes(standalone: Target) -> None:
@@ -243,7 +243,7 @@ def test_absent_ids_are_loaded_once_each_across_processes(standalone: Target) ->
     assert int(standalone.sync().get(calls_key("absent"))) == 10_000
 
 
-# --- API, acceptance 11: bad input and corrupted values ---------------------------------------------
+# --- API, acceptance 11: bad input and corrupted values -----------------------------------
 
 
 def test_basic_operations(target: Target, world: str) -> None:
@@ -303,7 +303,7 @@ def test_bad_input_is_refused_and_nothing_written(target: Target) -> None:
             cache.get_or_load(key, lambda: 1)
         with pytest.raises(TypeError, match="a key must be str, bytes or int"):
             cache.set(key, 1)
-    with pytest.raises(seawall.CacheSerializationError, match="key 'k'.*json"):
+    with pytest.raises(seawall.CacheSerializationError, match=r"key 'k'.*json"):
         cache.set("k", {1, 2})
     with pytest.raises(seawall.CacheSerializationError, match="key 'k'"):
         cache.get_or_load("k", lambda: object())
@@ -314,7 +314,7 @@ def test_bad_input_is_refused_and_nothing_written(target: Target) -> None:
             cache.set("k", 1, ttl=ttl)
         with pytest.raises(ValueError, match="ttl"):
             seawall.Cache(r, "bad", ttl=ttl)
-    with pytest.raises(TypeError, match="seawall.aio.Cache"):
+    with pytest.raises(TypeError, match=r"seawall\.aio\.Cache"):
         cache.get_or_load("k", _async_loader)
     assert target.keys() == []
     # The lease of the failed load was given back: a later load is not kept waiting.
