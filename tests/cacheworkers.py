@@ -162,7 +162,8 @@ def stale_reader(url: str, db: tuple[str, str], name: str, pipe: Connection) -> 
         if command[0] == "load":
             pipe.send(("loaded", cache.get_or_load("row:1", slow_loader)))
         elif command[0] == "get":
-            pipe.send(("got", cache.get_or_load("row:1", lambda: db_read(db, 1))))
+            answer = cache.get_or_load("row:1", lambda: db_read(db, 1))
+            pipe.send(("got", answer, cache.stats().voided))
         else:
             r.close()
             return
