@@ -6,10 +6,12 @@ Sync API here; the asyncio twins of the same names live in `seawall.aio`.
 from __future__ import annotations
 
 from seawall._cache_stats import CacheStats
+from seawall._sync.bloom import BloomFilter
 from seawall._sync.cache import Cache
 from seawall._sync.fence import fenced_read, fenced_write
 from seawall._sync.lock import Lock
 from seawall.errors import (
+    BloomFilterError,
     CacheError,
     CacheSerializationError,
     CacheWaitTimeout,
@@ -24,6 +26,8 @@ from seawall.launcher import server
 __version__ = "0.1.0"
 
 __all__ = [
+    "BloomFilter",
+    "BloomFilterError",
     "Cache",
     "CacheError",
     "CacheSerializationError",

@@ -241,3 +241,15 @@ def call_loader(loader: Callable[[], Any]) -> Any:
             "synchronously; use seawall.aio.Cache for async loaders"
         )
     return result
+
+
+def async_membership(container: Any, item: Any) -> bool:
+    """`item in container` cannot await: asyncio objects say what to write instead."""
+    raise TypeError(
+        f"`in` cannot wait for Redis on a seawall.aio object: use "
+        f"`await {type(container).__name__.removeprefix('Async').lower()}.might_contain(item)`"
+    )
+
+
+def membership(container: Any, item: Any) -> bool:
+    return bool(container.might_contain(item))

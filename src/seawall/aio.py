@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from seawall._async.bloom import AsyncBloomFilter as BloomFilter
 from seawall._async.cache import AsyncCache as Cache
 from seawall._async.fence import fenced_read, fenced_write
 from seawall._async.lock import AsyncLock as Lock
 from seawall._cache_stats import CacheStats
 from seawall.errors import (
+    BloomFilterError,
     CacheError,
     CacheSerializationError,
     CacheWaitTimeout,
@@ -17,6 +19,8 @@ from seawall.errors import (
 )
 
 __all__ = [
+    "BloomFilter",
+    "BloomFilterError",
     "Cache",
     "CacheError",
     "CacheSerializationError",

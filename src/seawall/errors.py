@@ -45,3 +45,11 @@ class CacheSerializationError(CacheError, TypeError):
 
 class CacheWaitTimeout(CacheError):
     """A caller waited longer than the cache's wait_timeout for another process's load."""
+
+
+class BloomFilterError(SeawallError):
+    """A Bloom filter in Redis cannot be used as asked; `filter_name` names it."""
+
+    def __init__(self, message: str, *, filter_name: str | None = None) -> None:
+        super().__init__(message)
+        self.filter_name = filter_name

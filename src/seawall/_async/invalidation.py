@@ -1,0 +1,256 @@
+"""L1 invalidation broadcast: one pub/sub listener per client, per process (or event loop).
+
+A cache keeps a local copy (L1) of what it read from Redis. When any process changes or
+deletes a key, it publishes a message (format in `seawall._invalidation_message`); every
+process's listener drops that key from its registered L1s. Pub/sub delivers nothing while a
+connection is down, so whenever the listener's connection is lost (an error, a hidden
+reconnect by redis-py, or silence past `DEAD_AFTER` after a PING) every registered L1 is
+cleared at once and `generation` moves on; it then reconnects by itself. An L1 therefore
+never serves a copy that missed an invalidation, provided its owner only fills it while
+`listening` is true and drops fills that straddled a change of `generation`.
+
+L1s are held weakly; the listener stops once none is left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import uuid
+import weakref
+from typing import Any, Literal, Protocol
+
+from seawall import _concurrency
+from seawall import _invalidation_message as message_format
+from seawall._async.waker import open_pubsub
+from seawall._concurrency import AsyncEvent, AsyncWorker, ScopedRegistry, async_scope, async_sleep
+from seawall._validate import AsyncClient, check_async_client, check_name
+
+# How long one read waits before the listener looks at its health and registrations.
+POLL = 0.25
+# After this much silence the listener sends a PING; no reply within DEAD_AFTER more means a
+# dead connection (a peer that vanished without closing it).
+PING_AFTER = 1.0
+DEAD_AFTER = 1.0
+RECONNECT_BACKOFF = 0.05
+
+
+class L1(Protocol):
+    """What the invalidator needs from a local cache. Sync L1s are called from the
+    listener thread, so they must be thread-safe."""
+
+    def discard(self, key: str) -> None: ...
+
+    def clear(self) -> None: ...
+
+
+class AsyncInvalidator:
+    """Delivers invalidations to this process's L1s; `get_invalidator(client)` gives it."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        # Weak: the registry is keyed by the client; a strong reference would keep it alive.
+        self._client = weakref.ref(client)
+        self.id = uuid.uuid4().hex  # the sender id in messages this process publishes
+        self._mutex = threading.Lock()
+        self._l1s: dict[str, dict[int, weakref.ref[Any]]] = {}
+        self._worker: AsyncWorker | None = None
+        self._listening = AsyncEvent()
+        self.generation = 0  # moves on each time every L1 was cleared for a lost connection
+        self.received = 0  # messages from other processes (or other invalidators) applied
+
+    def __repr__(self) -> str:
+        state = "listening" if self.listening else "not listening"
+        return f"<seawall.Invalidator {self.id[:8]} {state} generation={self.generation}>"
+
+    @property
+    def listening(self) -> bool:
+        """True while subscribed: an L1 may be filled only then."""
+        return self._listening.is_set()
+
+    def register(self, namespace: str, l1: L1) -> None:
+        """Deliver invalidations of `namespace` to `l1` (held weakly); starts the listener."""
+        check_name(namespace, "invalidation namespace")
+        if not (callable(getattr(l1, "discard", None)) and callable(getattr(l1, "clear", None))):
+            raise TypeError(
+                f"an L1 registered for invalidation of {namespace!r} needs discard(key) and "
+                f"clear() methods, got {type(l1).__qualname__}"
+            )
+        with self._mutex:
+            l1s = self._l1s.setdefault(namespace, {})
+            l1s[id(l1)] = weakref.ref(l1, self._forget(namespace, id(l1)))
+            if self._worker is None or not self._worker.alive():
+                self._listening.clear()
+                self._worker = AsyncWorker(self._run, "seawall-invalidation")
+
+    def _forget(self, namespace: str, ident: int) -> Any:
+        def forget(ref: weakref.ref[Any]) -> None:
+            with self._mutex:
+                l1s = self._l1s.get(namespace)
+                if l1s is not None and l1s.get(ident) is ref:
+                    del l1s[ident]
+                    if not l1s:
+                        del self._l1s[namespace]
+
+        return forget
+
+    def unregister(self, namespace: str, l1: L1) -> None:
+        with self._mutex:
+            l1s = self._l1s.get(namespace, {})
+            ref = l1s.get(id(l1))
+            if ref is not None and ref() is l1:
+                del l1s[id(l1)]
+                if not l1s:
+                    self._l1s.pop(namespace, None)
+
+    async def wait_listening(self, timeout: float) -> bool:
+        """Wait until the listener is subscribed; False if it was not within `timeout`."""
+        return await self._listening.wait(timeout)
+
+    async def publish(self, namespace: str, key: str, *, skip: L1 | None = None) -> None:
+        """Drop `key` from every L1 of `namespace`: this process's at once (all but `skip`,
+        which the caller keeps up to date itself), other processes' through Redis."""
+        self.discard_local(namespace, key, skip=skip)
+        await self._publish(namespace, message_format.encode(self.id, message_format.DISCARD, key))
+
+    async def publish_clear(self, namespace: str, *, skip: L1 | None = None) -> None:
+        """Empty every L1 of `namespace`, here and in every other process."""
+        self.clear_local(namespace, skip=skip)
+        await self._publish(namespace, message_format.encode(self.id, message_format.CLEAR))
+
+    async def _publish(self, namespace: str, body: str) -> None:
+        client = self._client()
+        if client is None:
+            raise RuntimeError("the Redis client of this invalidator was closed and collected")
+        await client.publish(message_format.channel(namespace), body)
+
+    def _targets(self, namespace: str | None, skip: object = None) -> list[Any]:
+        with self._mutex:
+            groups = self._l1s.values() if namespace is None else [self._l1s.get(namespace, {})]
+            found = [ref() for group in groups for ref in group.values()]
+        return [l1 for l1 in found if l1 is not None and l1 is not skip]
+
+    def discard_local(self, namespace: str, key: str, *, skip: L1 | None = None) -> None:
+        """Drop `key` from this process's L1s of `namespace` (a script published already)."""
+        for l1 in self._targets(namespace, skip):
+            _apply(l1, "discard", key)
+
+    def clear_local(self, namespace: str | None = None, *, skip: L1 | None = None) -> None:
+        """Empty this process's L1s of `namespace` (of every namespace when None)."""
+        for l1 in self._targets(namespace, skip):
+            _apply(l1, "clear")
+
+    def _lost(self, why: str) -> None:
+        """Messages may have been missed: nothing an L1 holds can be trusted any more."""
+        was_listening = self.listening
+        self._listening.clear()
+        self.generation += 1
+        self.clear_local()
+        if was_listening:
+            _concurrency.log.info("seawall: invalidation listener lost its connection: %s", why)
+
+    def _on_message(self, message: dict[str, Any]) -> None:
+        if message["type"] != "pmessage":
+            return
+        decoded = message_format.decode(message["channel"], message["data"])
+        if decoded is None:
+            self.clear_local()  # unreadable: it may have named any key
+        elif decoded.sender != self.id:  # our own were applied locally when published
+            self.received += 1
+            if decoded.op == message_format.DISCARD:
+                self.discard_local(decoded.namespace, decoded.key)
+            else:
+                self.clear_local(decoded.namespace)
+
+    def _idle(self) -> bool:
+        """True (and the listener is detached) once no L1 is registered."""
+        with self._mutex:
+            if self._l1s:
+                return False
+            self._worker = None
+            self._listening.clear()
+            return True
+
+    async def _open(self) -> Any:
+        client = self._client()
+        if client is None:
+            return None
+        pubsub = open_pubsub(client)
+        await pubsub.psubscribe(message_format.PATTERN)
+        return pubsub
+
+    async def _run(self) -> None:
+        pubsub: Any = None
+        acks = 0
+        heard = ping_sent = 0.0
+        try:
+            while True:
+                if self._idle():
+                    return
+                if pubsub is None:
+                    try:
+                        pubsub = await self._open()
+                    except Exception as exc:
+                        _concurrency.log.debug("seawall: invalidation cannot connect: %r", exc)
+                        await async_sleep(RECONNECT_BACKOFF)
+                        continue
+                    if pubsub is None:  # the client is gone
+                        with self._mutex:
+                            self._worker = None
+                        return
+                    acks = 0
+                    heard = _concurrency.monotonic()
+                    ping_sent = 0.0
+                try:
+                    message = await pubsub.get_message(timeout=POLL)
+                    now = _concurrency.monotonic()
+                    if message is None:
+                        if ping_sent and now - ping_sent > DEAD_AFTER:
+                            raise ConnectionError(f"no reply to a PING within {DEAD_AFTER}s")
+                        if not ping_sent and now - heard > PING_AFTER:
+                            await pubsub.ping()
+                            ping_sent = now
+                        continue
+                except Exception as exc:
+                    # Not only ConnectionError: a client closed under us fails in the parser.
+                    self._lost(repr(exc))
+                    await _close(pubsub)
+                    pubsub = None
+                    await async_sleep(RECONNECT_BACKOFF)
+                    continue
+                heard = now
+                ping_sent = 0.0
+                if message["type"] == "psubscribe":
+                    acks += 1
+                    if acks > 1:
+                        # redis-py reconnected and subscribed again by itself: what was
+                        # published in between is lost.
+                        self._lost("the connection was re-established")
+                    self._listening.set()
+                else:
+                    self._on_message(message)
+        finally:
+            self._listening.clear()
+            if pubsub is not None:
+                await _close(pubsub)
+
+
+def _apply(l1: Any, method: Literal["discard", "clear"], *args: str) -> None:
+    try:
+        getattr(l1, method)(*args)
+    except Exception:
+        _concurrency.log.exception("seawall: %s() of L1 %r raised", method, l1)
+
+
+async def _close(pubsub: Any) -> None:
+    # Closing a broken connection may fail again; there is nothing left to do then.
+    with contextlib.suppress(Exception):
+        await pubsub.aclose()
+
+
+_registry = ScopedRegistry()
+
+
+def get_invalidator(client: Any) -> AsyncInvalidator:
+    """The invalidator for `client` in this process (in the running event loop for asyncio)."""
+    checked = check_async_client(client, "Cache")
+    return _registry.get(async_scope(), checked, lambda: AsyncInvalidator(checked))

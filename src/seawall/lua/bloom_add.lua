@@ -1,0 +1,44 @@
+-- Add items to a Bloom filter kept as a bitmap: each item is k bit offsets.
+-- KEYS[1] the bitmap (string)
+-- KEYS[2] its signature: hashing scheme, bits and hashes the bitmap was built with
+-- ARGV[1] the caller's signature     ARGV[2] k, offsets per item     ARGV[3] m, bits
+-- ARGV[4..] per item, its first offset x and step y (both < m); its k offsets are
+--           x, then x = (x + y) % m and y = (y + i) % m after the i-th (seawall._bloom)
+-- returns {1, flag per item}: flag 1 when one of the item's bits was still 0 (new item);
+--         {0, stored signature}: the filter was built with other sizing, nothing written;
+--         {2}: the bitmap or its signature is gone without the other (evicted or
+--              deleted by hand), so the filter has lost items, nothing written
+--
+-- The signature guards against false negatives: another size or scheme would look for an
+-- item's bits in other places. It is written together with the first bits, so each of the
+-- two keys existing without the other means the filter is damaged.
+local stored = redis.call('get', KEYS[2])
+local exists = redis.call('exists', KEYS[1])
+if stored then
+  if stored ~= ARGV[1] then
+    return {0, stored}
+  end
+  if exists == 0 then
+    return {2}
+  end
+elseif exists == 1 then
+  return {2}
+else
+  redis.call('set', KEYS[2], ARGV[1])
+end
+local k = tonumber(ARGV[2])
+local m = tonumber(ARGV[3])
+local reply = {1}
+for first = 4, #ARGV, 2 do
+  local new = 0
+  local x, y = tonumber(ARGV[first]), tonumber(ARGV[first + 1])
+  for i = 1, k do
+    if redis.call('setbit', KEYS[1], x, 1) == 0 then
+      new = 1
+    end
+    x = (x + y) % m
+    y = (y + i) % m
+  end
+  reply[#reply + 1] = new
+end
+return reply

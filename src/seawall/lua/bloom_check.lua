@@ -1,0 +1,40 @@
+-- Look items up in a Bloom filter kept as a bitmap: each item is k bit offsets.
+-- KEYS[1] the bitmap (string)
+-- KEYS[2] its signature: hashing scheme, bits and hashes the bitmap was built with
+-- ARGV[1] the caller's signature     ARGV[2] k, offsets per item     ARGV[3] m, bits
+-- ARGV[4..] per item, its first offset x and step y (both < m); its k offsets are
+--           x, then x = (x + y) % m and y = (y + i) % m after the i-th (seawall._bloom)
+-- returns {1, flag per item}: flag 1 when all the item's bits are set (maybe present),
+--              0 when one is not (surely absent); all 0 for a filter never written;
+--         {0, stored signature}: the filter was built with other sizing;
+--         {2}: the bitmap or its signature is gone without the other (evicted or
+--              deleted by hand), so the filter has lost items
+local stored = redis.call('get', KEYS[2])
+local exists = redis.call('exists', KEYS[1])
+if stored and stored ~= ARGV[1] then
+  return {0, stored}
+end
+if (stored and exists == 0) or (not stored and exists == 1) then
+  return {2}
+end
+local k = tonumber(ARGV[2])
+local m = tonumber(ARGV[3])
+local reply = {1}
+for first = 4, #ARGV, 2 do
+  local found = 1
+  if exists == 1 then
+    local x, y = tonumber(ARGV[first]), tonumber(ARGV[first + 1])
+    for i = 1, k do
+      if redis.call('getbit', KEYS[1], x) == 0 then
+        found = 0
+        break
+      end
+      x = (x + y) % m
+      y = (y + i) % m
+    end
+  else
+    found = 0
+  end
+  reply[#reply + 1] = found
+end
+return reply
