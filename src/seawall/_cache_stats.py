@@ -21,6 +21,7 @@ class CacheStats:
     voided: int = 0  # loads not written back: a delete or set came while they ran
     corrupt: int = 0  # values in Redis that could not be decoded (treated as misses)
     absent_hits: int = 0  # "not found" answers served from the cache (either level)
+    bloom_rejects: int = 0  # misses the Bloom filter answered "absent" without the loader
 
 
 NAMES = tuple(f.name for f in fields(CacheStats))

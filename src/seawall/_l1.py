@@ -31,6 +31,10 @@ class L1:
         self.ttl = ttl
         self._mutex = threading.Lock()
         self._entries: OrderedDict[str, tuple[float, Any]] = OrderedDict()
+        # Moves on with every discard or clear. A value read from Redis is put only if no
+        # invalidation came while it was being read (`put(..., epoch=)`): it might be the
+        # very value that invalidation was about.
+        self.epoch = 0
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -48,8 +52,9 @@ class L1:
             self._entries.move_to_end(key)
             return found[1]
 
-    def put(self, key: str, value: Any, ttl: float | None = None) -> None:
-        """Hold `value` for min(ttl, the L1 ttl) seconds."""
+    def put(self, key: str, value: Any, ttl: float | None = None, epoch: int | None = None) -> None:
+        """Hold `value` for min(ttl, the L1 ttl) seconds; if `epoch` is given, only if no
+        invalidation came since `self.epoch` had that value."""
         if self.max_entries == 0:
             return
         lifetime = self.ttl if ttl is None else min(ttl, self.ttl)
@@ -57,6 +62,8 @@ class L1:
             return
         deadline = _concurrency.monotonic() + lifetime
         with self._mutex:
+            if epoch is not None and epoch != self.epoch:
+                return
             self._entries[key] = (deadline, value)
             self._entries.move_to_end(key)
             while len(self._entries) > self.max_entries:
@@ -65,9 +72,11 @@ class L1:
     def discard(self, key: str) -> None:
         """Forget `key` (a delete here or an invalidation message from another process)."""
         with self._mutex:
+            self.epoch += 1
             self._entries.pop(key, None)
 
     def clear(self) -> None:
         """Forget everything (the invalidation channel was lost, so anything may be old)."""
         with self._mutex:
+            self.epoch += 1
             self._entries.clear()

@@ -12,11 +12,14 @@ from __future__ import annotations
 import functools
 import secrets
 import threading
+import uuid
 from collections.abc import Callable
 from typing import Any
 
 from seawall import _concurrency, _scripts
+from seawall import _invalidation_message as message_format
 from seawall._async.cache_waker import AsyncCacheWaker, get_cache_waker
+from seawall._async.invalidation import AsyncInvalidator, get_invalidator
 from seawall._async.scripts import run_script
 from seawall._cache_codec import (
     ABSENT_PAYLOAD,
@@ -88,6 +91,7 @@ class AsyncCacheCore:
         xfetch_beta: float | None,
         serializer: Serializer,
         l1: L1,
+        bloom: Any,
     ) -> None:
         self._client = client
         self.namespace = namespace
@@ -104,6 +108,52 @@ class AsyncCacheCore:
         self._mutex = threading.Lock()
         self._flights: dict[tuple[object, str], _Flight] = {}
         self._refreshing: set[str] = set()
+        self.bloom = bloom
+        self._invalidator: tuple[object, AsyncInvalidator] | None = None
+        # Sender id of invalidations published when no listener runs here (L1 off).
+        self._sender = uuid.uuid4().hex
+
+    # --- the L1 and the invalidation broadcast -------------------------------------------
+
+    def _listener(self) -> AsyncInvalidator | None:
+        """This process's invalidation listener, with our L1 registered (None: L1 off)."""
+        if self.l1.max_entries == 0:
+            return None
+        here = async_scope()
+        cached = self._invalidator
+        if cached is None or cached[0] is not here:
+            invalidator = get_invalidator(self._client)
+            invalidator.register(self.namespace, self.l1)
+            cached = self._invalidator = (here, invalidator)
+        return cached[1]
+
+    def _fill_epoch(self) -> int | None:
+        """Taken before a read: the L1 may be filled with its result only if not None.
+
+        Only while the listener is subscribed (else an invalidation could be missed) and
+        only if nothing was invalidated meanwhile (checked by L1.put).
+        """
+        listener = self._listener()
+        if listener is None or not listener.listening:
+            return None
+        return self.l1.epoch
+
+    def _invalidation(self, key: str | None) -> tuple[str, str]:
+        """(channel, message) a write publishes so every process drops `key` from its L1
+        (None: everything of this namespace)."""
+        listener = self._listener()
+        sender = self._sender if listener is None else listener.id
+        if key is None:
+            body = message_format.encode(sender, message_format.CLEAR)
+        else:
+            body = message_format.encode(sender, message_format.DISCARD, key)
+        return message_format.channel(self.namespace), body
+
+    def _dropped_here(self, key: str) -> None:
+        """Other L1s of this namespace in this process (our own messages skip them)."""
+        listener = self._listener()
+        if listener is not None:
+            listener.discard_local(self.namespace, key, skip=self.l1)
 
     # --- encoding ------------------------------------------------------------------------
 
@@ -130,8 +180,9 @@ class AsyncCacheCore:
             return jittered(self.absent_ttl if ttl is None else ttl, self.jitter), 0.0
         return jittered(self.ttl if ttl is None else ttl, self.jitter), self.stale_ttl
 
-    def _remember(self, key: str, value: Any, fresh: float) -> None:
-        self.l1.put(key, value, fresh)
+    def _remember(self, key: str, value: Any, fresh: float, epoch: int | None) -> None:
+        if epoch is not None:
+            self.l1.put(key, value, fresh, epoch)
 
     # --- one flight per key in this process ----------------------------------------------
 
@@ -185,6 +236,7 @@ class AsyncCacheCore:
     ) -> tuple[Any, str]:
         """The value, and what callers sharing this flight count in stats()."""
         keys = cache_keys(self.namespace, key)
+        epoch = self._fill_epoch()
         waker = get_cache_waker(self._client)
         event = waker.watch(keys.value) if waker.ready else None
         deadline = _concurrency.monotonic() + self.wait_timeout
@@ -198,9 +250,14 @@ class AsyncCacheCore:
                 status = int(reply[0])
                 if status == MISS_LOAD:
                     self._counters.add("misses")
-                    return await self._load_and_store(keys, key, loader, ttl, token), "waits"
+                    if not await self._bloom_admits(key):
+                        self._counters.add("bloom_rejects")
+                        await self._store(keys, key, token, None, ABSENT_PAYLOAD, 0.0, ttl, epoch)
+                        return None, "absent_hits"
+                    value = await self._load_and_store(keys, key, loader, ttl, token, epoch)
+                    return value, "waits"
                 if status != MISS_WAIT:
-                    return await self._found(keys, key, loader, ttl, reply, token)
+                    return await self._found(keys, key, loader, ttl, reply, token, epoch)
                 if not waited:
                     waited = True
                     self._counters.add("waits")
@@ -235,18 +292,19 @@ class AsyncCacheCore:
         ttl: float | None,
         reply: Any,
         token: str,
+        epoch: int | None,
     ) -> tuple[Any, str]:
         status = int(reply[0])
         value = self._decode(reply[1], key)
         if value is CORRUPT:
             if status == STALE_REFRESH:
-                return await self._load_and_store(keys, key, loader, ttl, token), "waits"
-            return await self._replace_corrupt(keys, key, loader, ttl), "waits"
+                return await self._load_and_store(keys, key, loader, ttl, token, epoch), "waits"
+            return await self._replace_corrupt(keys, key, loader, ttl, epoch), "waits"
         fresh = int(reply[2]) / 1000
         if status == FRESH:
             kind = "l2_hits" if value is not None else "absent_hits"
             self._counters.add(kind)
-            self._remember(key, value, fresh)
+            self._remember(key, value, fresh, epoch)
             beta = self.xfetch_beta
             if beta is not None and xfetch_due(fresh, int(reply[3]) / 1000, beta):
                 self._refresh_soon(keys, key, loader, ttl, None)
@@ -257,12 +315,17 @@ class AsyncCacheCore:
         return value, "stale_served"
 
     async def _replace_corrupt(
-        self, keys: CacheKeys, key: str, loader: Callable[[], Any], ttl: float | None
+        self,
+        keys: CacheKeys,
+        key: str,
+        loader: Callable[[], Any],
+        ttl: float | None,
+        epoch: int | None,
     ) -> Any:
         token = secrets.token_hex(16)
         reply = await self._fetch(keys, token, "", True)
         if int(reply[0]) in (STALE_REFRESH, MISS_LOAD):
-            return await self._load_and_store(keys, key, loader, ttl, token)
+            return await self._load_and_store(keys, key, loader, ttl, token, epoch)
         # Another caller is replacing it already: answer from the loader, write nothing.
         value = await async_call_loader(loader)
         self._counters.add("loads")
@@ -270,8 +333,28 @@ class AsyncCacheCore:
 
     # --- loading and writing back ---------------------------------------------------------
 
+    async def _bloom_admits(self, key: str) -> bool:
+        """False when the Bloom filter says `key` surely does not exist."""
+        if self.bloom is None:
+            return True
+        try:
+            return bool(await async_call_loader(functools.partial(self.bloom.might_contain, key)))
+        except Exception as exc:  # the filter only saves loads: without it, load
+            _concurrency.log.warning(
+                "seawall: cache %r: the Bloom filter failed (%r); calling the loader",
+                self.namespace,
+                exc,
+            )
+            return True
+
     async def _load_and_store(
-        self, keys: CacheKeys, key: str, loader: Callable[[], Any], ttl: float | None, token: str
+        self,
+        keys: CacheKeys,
+        key: str,
+        loader: Callable[[], Any],
+        ttl: float | None,
+        token: str,
+        epoch: int | None,
     ) -> Any:
         started = _concurrency.monotonic()
         try:
@@ -288,7 +371,23 @@ class AsyncCacheCore:
             raise
         self._counters.add("loads")
         took = _concurrency.monotonic() - started
+        await self._store(keys, key, token, value, payload, took, ttl, epoch)
+        return value
+
+    async def _store(
+        self,
+        keys: CacheKeys,
+        key: str,
+        token: str,
+        value: Any,
+        payload: bytes,
+        took: float,
+        ttl: float | None,
+        epoch: int | None,
+    ) -> None:
+        """Write back under the lease `token` ("" for an explicit set, which publishes)."""
         fresh, stale = self._entry_ttls(value, ttl)
+        channel, message = self._invalidation(key) if not token else ("", "")
         written = await run_script(
             self._client,
             _STORE,
@@ -298,12 +397,14 @@ class AsyncCacheCore:
                 payload,
                 ms(fresh + stale),
                 ms(stale) if stale else 0,
-                ms(took),
+                ms(took) if took else 0,
                 CACHE_WAKE_PREFIX,
+                channel,
+                message,
             ),
         )
         if int(written):
-            self._remember(key, value, fresh)
+            self._remember(key, value, fresh, epoch)
         else:
             self._counters.add("voided")
             _concurrency.log.info(
@@ -313,10 +414,9 @@ class AsyncCacheCore:
                 key,
                 self.lease,
             )
-        return value
 
     async def _give_back(self, keys: CacheKeys, token: str) -> None:
-        await run_script(self._client, _VOID, keys.all, (token, CACHE_WAKE_PREFIX))
+        await run_script(self._client, _VOID, keys.all, (token, CACHE_WAKE_PREFIX, "", ""))
 
     def _refresh_soon(
         self,
@@ -346,13 +446,14 @@ class AsyncCacheCore:
         token: str | None,
     ) -> None:
         try:
+            epoch = self._fill_epoch()
             if token is None:
                 token = secrets.token_hex(16)
                 reply = await self._fetch(keys, token, "", True)
                 if int(reply[0]) not in (STALE_REFRESH, MISS_LOAD):
                     return  # another process refreshes it
             try:
-                await self._load_and_store(keys, key, loader, ttl, token)
+                await self._load_and_store(keys, key, loader, ttl, token, epoch)
             except Exception as exc:
                 _concurrency.log.warning(
                     "seawall: cache %r: refreshing key %r failed (%r); the old value is "

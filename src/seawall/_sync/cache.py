@@ -14,6 +14,7 @@ from seawall._sync.cache_loading import _FETCH, _STORE, _VOID, CORRUPT, CacheCor
 from seawall._sync.scripts import run_script
 from seawall._cache_codec import CACHE_WAKE_PREFIX, cache_key, cache_keys, encode, make_serializer
 from seawall._cache_stats import CacheStats
+from seawall._concurrency import call_loader
 from seawall._freshness import DEFAULT_JITTER
 from seawall._l1 import L1, MISSING
 from seawall._validate import check_client, check_name, check_seconds, check_timeout
@@ -51,6 +52,7 @@ class Cache(CacheCore):
         l1_ttl: float | None = None,
         xfetch_beta: float | None = None,
         serializer: Any = "json",
+        bloom: Any = None,
     ) -> None:
         checked = check_client(client, "Cache")
         name = check_name(namespace, "Cache")
@@ -69,6 +71,14 @@ class Cache(CacheCore):
             xfetch_beta = check_seconds(xfetch_beta, f"xfetch_beta of cache {name!r}")
         l1_lifetime = min(5.0, ttl / 10) if l1_ttl is None else l1_ttl
         l1_lifetime = check_seconds(l1_lifetime, f"l1_ttl of cache {name!r}")
+        if bloom is not None and not (
+            callable(getattr(bloom, "might_contain", None))
+            and callable(getattr(bloom, "add", None))
+        ):
+            raise TypeError(
+                f"bloom of cache {name!r} must be a seawall.BloomFilter (or have might_contain() "
+                f"and add()), got {type(bloom).__qualname__}"
+            )
         super().__init__(
             checked,
             name,
@@ -81,6 +91,7 @@ class Cache(CacheCore):
             xfetch_beta=xfetch_beta,
             serializer=make_serializer(serializer),
             l1=L1(l1_size, l1_lifetime),
+            bloom=bloom,
         )
 
     def __repr__(self) -> str:
@@ -118,6 +129,7 @@ class Cache(CacheCore):
         if found is not MISSING:
             self._counters.add("l1_hits" if found is not None else "absent_hits")
             return default if found is None else found
+        epoch = self._fill_epoch()
         reply = run_script(
             self._client, _FETCH, cache_keys(self.namespace, text).all, ("", 0, "", "")
         )
@@ -129,33 +141,39 @@ class Cache(CacheCore):
             return default
         if int(reply[0]) == 1:
             self._counters.add("l2_hits" if value is not None else "absent_hits")
-            self._remember(text, value, int(reply[2]) / 1000)
+            self._remember(text, value, int(reply[2]) / 1000, epoch)
         else:
             self._counters.add("stale_served")
         return default if value is None else value
 
     def set(self, key: Any, value: Any, ttl: float | None = None) -> None:
-        """Store `value` (None: "absent"); voids any load of `key` in flight."""
+        """Store `value` (None: "absent"); every process's L1 drops its copy.
+
+        A load of `key` in flight is voided: it cannot overwrite this value with one it
+        read before. With a Bloom filter, the key is added to it.
+        """
         text = self._key(key)
         entry_ttl = self._ttl(ttl)
         payload = encode(self._serializer, value, self.namespace, text)
-        fresh, stale = self._entry_ttls(value, entry_ttl)
-        run_script(
-            self._client,
-            _STORE,
-            cache_keys(self.namespace, text).all,
-            ("", payload, ms(fresh + stale), ms(stale) if stale else 0, 0, CACHE_WAKE_PREFIX),
-        )
-        self._remember(text, value, fresh)
+        if value is not None and self.bloom is not None:
+            call_loader(functools.partial(self.bloom.add, text))
+        epoch = self._fill_epoch()
+        keys = cache_keys(self.namespace, text)
+        self._store(keys, text, "", value, payload, 0.0, entry_ttl, epoch)
+        self._dropped_here(text)
 
     def delete(self, key: Any) -> None:
-        """Drop `key` from Redis and this process's L1; a load in flight is voided."""
+        """Drop `key` from Redis and from every process's L1; a load in flight is voided."""
         text = self._key(key)
         self.l1.discard(text)
+        channel, message = self._invalidation(text)
         run_script(
-            self._client, _VOID, cache_keys(self.namespace, text).all, ("", CACHE_WAKE_PREFIX)
+            self._client,
+            _VOID,
+            cache_keys(self.namespace, text).all,
+            ("", CACHE_WAKE_PREFIX, channel, message),
         )
-        self.l1.discard(text)  # a load in this process may have landed meanwhile
+        self._dropped_here(text)
 
     def warm(
         self, items: Mapping[Any, Any] | Iterable[tuple[Any, Any]], ttl: float | None = None
@@ -173,17 +191,25 @@ class Cache(CacheCore):
             payload = encode(self._serializer, value, self.namespace, text)
             fresh, stale = self._entry_ttls(value, entry_ttl)
             prepared.append((text, value, payload, fresh, stale))
+        epoch = self._fill_epoch()
         self._client.script_load(_STORE.source)
         for start in range(0, len(prepared), WARM_BATCH):
             batch = prepared[start : start + WARM_BATCH]
             try:
-                self._warm_batch(batch)
+                self._warm_batch(batch, epoch)
             except NoScriptError:  # a node restarted or failed over meanwhile
                 self._client.script_load(_STORE.source)
-                self._warm_batch(batch)
+                self._warm_batch(batch, epoch)
+        # One message for the lot: every other L1 of this namespace starts afresh.
+        self._client.publish(*self._invalidation(None))
+        listener = self._listener()
+        if listener is not None:
+            listener.clear_local(self.namespace, skip=self.l1)
         return len(prepared)
 
-    def _warm_batch(self, batch: list[tuple[str, Any, bytes, float, float]]) -> None:
+    def _warm_batch(
+        self, batch: list[tuple[str, Any, bytes, float, float]], epoch: int | None
+    ) -> None:
         pipe = self._client.pipeline(transaction=False)
         for text, _value, payload, fresh, stale in batch:
             keys = cache_keys(self.namespace, text).all
@@ -197,10 +223,12 @@ class Cache(CacheCore):
                 ms(stale) if stale else 0,
                 0,
                 CACHE_WAKE_PREFIX,
+                "",
+                "",
             )
         pipe.execute()
         for text, value, _payload, fresh, _stale in batch:
-            self._remember(text, value, fresh)
+            self._remember(text, value, fresh, epoch)
 
     def cached(
         self, ttl: float | None = None, key: Callable[..., Any] | None = None

@@ -13,11 +13,14 @@ from __future__ import annotations
 import functools
 import secrets
 import threading
+import uuid
 from collections.abc import Callable
 from typing import Any
 
 from seawall import _concurrency, _scripts
+from seawall import _invalidation_message as message_format
 from seawall._sync.cache_waker import CacheWaker, get_cache_waker
+from seawall._sync.invalidation import Invalidator, get_invalidator
 from seawall._sync.scripts import run_script
 from seawall._cache_codec import (
     ABSENT_PAYLOAD,
@@ -89,6 +92,7 @@ class CacheCore:
         xfetch_beta: float | None,
         serializer: Serializer,
         l1: L1,
+        bloom: Any,
     ) -> None:
         self._client = client
         self.namespace = namespace
@@ -105,6 +109,52 @@ class CacheCore:
         self._mutex = threading.Lock()
         self._flights: dict[tuple[object, str], _Flight] = {}
         self._refreshing: set[str] = set()
+        self.bloom = bloom
+        self._invalidator: tuple[object, Invalidator] | None = None
+        # Sender id of invalidations published when no listener runs here (L1 off).
+        self._sender = uuid.uuid4().hex
+
+    # --- the L1 and the invalidation broadcast -------------------------------------------
+
+    def _listener(self) -> Invalidator | None:
+        """This process's invalidation listener, with our L1 registered (None: L1 off)."""
+        if self.l1.max_entries == 0:
+            return None
+        here = scope()
+        cached = self._invalidator
+        if cached is None or cached[0] is not here:
+            invalidator = get_invalidator(self._client)
+            invalidator.register(self.namespace, self.l1)
+            cached = self._invalidator = (here, invalidator)
+        return cached[1]
+
+    def _fill_epoch(self) -> int | None:
+        """Taken before a read: the L1 may be filled with its result only if not None.
+
+        Only while the listener is subscribed (else an invalidation could be missed) and
+        only if nothing was invalidated meanwhile (checked by L1.put).
+        """
+        listener = self._listener()
+        if listener is None or not listener.listening:
+            return None
+        return self.l1.epoch
+
+    def _invalidation(self, key: str | None) -> tuple[str, str]:
+        """(channel, message) a write publishes so every process drops `key` from its L1
+        (None: everything of this namespace)."""
+        listener = self._listener()
+        sender = self._sender if listener is None else listener.id
+        if key is None:
+            body = message_format.encode(sender, message_format.CLEAR)
+        else:
+            body = message_format.encode(sender, message_format.DISCARD, key)
+        return message_format.channel(self.namespace), body
+
+    def _dropped_here(self, key: str) -> None:
+        """Other L1s of this namespace in this process (our own messages skip them)."""
+        listener = self._listener()
+        if listener is not None:
+            listener.discard_local(self.namespace, key, skip=self.l1)
 
     # --- encoding ------------------------------------------------------------------------
 
@@ -131,8 +181,9 @@ class CacheCore:
             return jittered(self.absent_ttl if ttl is None else ttl, self.jitter), 0.0
         return jittered(self.ttl if ttl is None else ttl, self.jitter), self.stale_ttl
 
-    def _remember(self, key: str, value: Any, fresh: float) -> None:
-        self.l1.put(key, value, fresh)
+    def _remember(self, key: str, value: Any, fresh: float, epoch: int | None) -> None:
+        if epoch is not None:
+            self.l1.put(key, value, fresh, epoch)
 
     # --- one flight per key in this process ----------------------------------------------
 
@@ -186,6 +237,7 @@ class CacheCore:
     ) -> tuple[Any, str]:
         """The value, and what callers sharing this flight count in stats()."""
         keys = cache_keys(self.namespace, key)
+        epoch = self._fill_epoch()
         waker = get_cache_waker(self._client)
         event = waker.watch(keys.value) if waker.ready else None
         deadline = _concurrency.monotonic() + self.wait_timeout
@@ -199,9 +251,14 @@ class CacheCore:
                 status = int(reply[0])
                 if status == MISS_LOAD:
                     self._counters.add("misses")
-                    return self._load_and_store(keys, key, loader, ttl, token), "waits"
+                    if not self._bloom_admits(key):
+                        self._counters.add("bloom_rejects")
+                        self._store(keys, key, token, None, ABSENT_PAYLOAD, 0.0, ttl, epoch)
+                        return None, "absent_hits"
+                    value = self._load_and_store(keys, key, loader, ttl, token, epoch)
+                    return value, "waits"
                 if status != MISS_WAIT:
-                    return self._found(keys, key, loader, ttl, reply, token)
+                    return self._found(keys, key, loader, ttl, reply, token, epoch)
                 if not waited:
                     waited = True
                     self._counters.add("waits")
@@ -236,18 +293,19 @@ class CacheCore:
         ttl: float | None,
         reply: Any,
         token: str,
+        epoch: int | None,
     ) -> tuple[Any, str]:
         status = int(reply[0])
         value = self._decode(reply[1], key)
         if value is CORRUPT:
             if status == STALE_REFRESH:
-                return self._load_and_store(keys, key, loader, ttl, token), "waits"
-            return self._replace_corrupt(keys, key, loader, ttl), "waits"
+                return self._load_and_store(keys, key, loader, ttl, token, epoch), "waits"
+            return self._replace_corrupt(keys, key, loader, ttl, epoch), "waits"
         fresh = int(reply[2]) / 1000
         if status == FRESH:
             kind = "l2_hits" if value is not None else "absent_hits"
             self._counters.add(kind)
-            self._remember(key, value, fresh)
+            self._remember(key, value, fresh, epoch)
             beta = self.xfetch_beta
             if beta is not None and xfetch_due(fresh, int(reply[3]) / 1000, beta):
                 self._refresh_soon(keys, key, loader, ttl, None)
@@ -258,12 +316,17 @@ class CacheCore:
         return value, "stale_served"
 
     def _replace_corrupt(
-        self, keys: CacheKeys, key: str, loader: Callable[[], Any], ttl: float | None
+        self,
+        keys: CacheKeys,
+        key: str,
+        loader: Callable[[], Any],
+        ttl: float | None,
+        epoch: int | None,
     ) -> Any:
         token = secrets.token_hex(16)
         reply = self._fetch(keys, token, "", True)
         if int(reply[0]) in (STALE_REFRESH, MISS_LOAD):
-            return self._load_and_store(keys, key, loader, ttl, token)
+            return self._load_and_store(keys, key, loader, ttl, token, epoch)
         # Another caller is replacing it already: answer from the loader, write nothing.
         value = call_loader(loader)
         self._counters.add("loads")
@@ -271,8 +334,28 @@ class CacheCore:
 
     # --- loading and writing back ---------------------------------------------------------
 
+    def _bloom_admits(self, key: str) -> bool:
+        """False when the Bloom filter says `key` surely does not exist."""
+        if self.bloom is None:
+            return True
+        try:
+            return bool(call_loader(functools.partial(self.bloom.might_contain, key)))
+        except Exception as exc:  # the filter only saves loads: without it, load
+            _concurrency.log.warning(
+                "seawall: cache %r: the Bloom filter failed (%r); calling the loader",
+                self.namespace,
+                exc,
+            )
+            return True
+
     def _load_and_store(
-        self, keys: CacheKeys, key: str, loader: Callable[[], Any], ttl: float | None, token: str
+        self,
+        keys: CacheKeys,
+        key: str,
+        loader: Callable[[], Any],
+        ttl: float | None,
+        token: str,
+        epoch: int | None,
     ) -> Any:
         started = _concurrency.monotonic()
         try:
@@ -289,7 +372,23 @@ class CacheCore:
             raise
         self._counters.add("loads")
         took = _concurrency.monotonic() - started
+        self._store(keys, key, token, value, payload, took, ttl, epoch)
+        return value
+
+    def _store(
+        self,
+        keys: CacheKeys,
+        key: str,
+        token: str,
+        value: Any,
+        payload: bytes,
+        took: float,
+        ttl: float | None,
+        epoch: int | None,
+    ) -> None:
+        """Write back under the lease `token` ("" for an explicit set, which publishes)."""
         fresh, stale = self._entry_ttls(value, ttl)
+        channel, message = self._invalidation(key) if not token else ("", "")
         written = run_script(
             self._client,
             _STORE,
@@ -299,12 +398,14 @@ class CacheCore:
                 payload,
                 ms(fresh + stale),
                 ms(stale) if stale else 0,
-                ms(took),
+                ms(took) if took else 0,
                 CACHE_WAKE_PREFIX,
+                channel,
+                message,
             ),
         )
         if int(written):
-            self._remember(key, value, fresh)
+            self._remember(key, value, fresh, epoch)
         else:
             self._counters.add("voided")
             _concurrency.log.info(
@@ -314,10 +415,9 @@ class CacheCore:
                 key,
                 self.lease,
             )
-        return value
 
     def _give_back(self, keys: CacheKeys, token: str) -> None:
-        run_script(self._client, _VOID, keys.all, (token, CACHE_WAKE_PREFIX))
+        run_script(self._client, _VOID, keys.all, (token, CACHE_WAKE_PREFIX, "", ""))
 
     def _refresh_soon(
         self,
@@ -347,13 +447,14 @@ class CacheCore:
         token: str | None,
     ) -> None:
         try:
+            epoch = self._fill_epoch()
             if token is None:
                 token = secrets.token_hex(16)
                 reply = self._fetch(keys, token, "", True)
                 if int(reply[0]) not in (STALE_REFRESH, MISS_LOAD):
                     return  # another process refreshes it
             try:
-                self._load_and_store(keys, key, loader, ttl, token)
+                self._load_and_store(keys, key, loader, ttl, token, epoch)
             except Exception as exc:
                 _concurrency.log.warning(
                     "seawall: cache %r: refreshing key %r failed (%r); the old value is "

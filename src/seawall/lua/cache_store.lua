@@ -6,6 +6,9 @@
 -- ARGV[4] stale window (ms)
 -- ARGV[5] duration of the load (ms), kept for early refresh
 -- ARGV[6] prefix of the waiters' wake-up channels
+-- ARGV[7] invalidation channel ("" = publish nothing: a load replaces only what was
+--         missing or stale, which no process holds in memory)
+-- ARGV[8] invalidation message (drop this key from every process's memory)
 -- returns 1 written, 0 not written: the lease was voided (a delete or set came after the
 --         load started) or ran out and was taken by another loader
 --
@@ -23,5 +26,8 @@ for _, id in ipairs(waiting) do
 end
 if #waiting > 0 then
   redis.call('del', KEYS[3])
+end
+if ARGV[7] ~= '' then
+  redis.call('publish', ARGV[7], ARGV[8])
 end
 return 1
