@@ -6,6 +6,9 @@ import asyncio
 import time
 from typing import Any
 
+import pytest
+import redis
+import redis.asyncio
 from conftest import Target
 
 import seawall
@@ -100,5 +103,71 @@ def test_async_l1_dropped_by_a_delete_elsewhere(target: Target) -> None:
         assert await here.get("k") is None
         await r1.aclose()
         await r2.aclose()
+
+    asyncio.run(main())
+
+
+# --- Redis down: the circuit breaker and the loader's rate limit --------------------------
+
+
+def test_frozen_redis_serves_recent_copies_and_rate_limits_the_loader(
+    seawall_server_factory: Any,
+) -> None:
+    server = seawall_server_factory()
+    r = redis.Redis.from_url(server.url, socket_timeout=2.0)
+    breaker = seawall.CircuitBreaker(failure_threshold=2, open_for=30.0, call_timeout=0.2)
+    limit = seawall.RateLimiter(rate_per_s=0.01, burst=3)
+    cache = seawall.Cache(r, "down", ttl=60, breaker=breaker, loader_limit=limit)
+    cache.set("held", "copy")
+    wait_until(lambda: cache._listener() is not None and cache._listener().listening)  # type: ignore[union-attr]
+    assert cache.get_or_load("held", lambda: "unused") == "copy"  # in the L1 now
+    server.pause()  # SIGSTOP: connections hang, nothing is refused
+    try:
+        loads: list[str] = []
+
+        def loader(name: str) -> Any:
+            return lambda: loads.append(name) or name
+
+        started = time.monotonic()
+        # Sync clients are bounded by their socket_timeout: the first call that waits on
+        # the frozen server pays it once and opens the breaker (timed out).
+        assert cache.get_or_load("a", loader("a")) == "a"
+        assert breaker.state == "open"
+        first = time.monotonic() - started
+        started = time.monotonic()
+        assert cache.get_or_load("b", loader("b")) == "b"
+        assert cache.get_or_load("c", loader("c")) == "c"
+        with pytest.raises(seawall.CacheUnavailable, match="rate limit"):
+            cache.get_or_load("d", loader("d"))
+        # The held copy is served even after the listener's loss expired the L1.
+        assert cache.get_or_load("held", loader("held")) == "copy"
+        assert time.monotonic() - started < 0.5  # an open breaker never waits on Redis
+        assert loads == ["a", "b", "c"]
+        assert first < 3.0
+    finally:
+        server.resume()
+
+
+def test_async_breaker_bounds_each_call(seawall_server_factory: Any) -> None:
+    server = seawall_server_factory()
+
+    async def main() -> None:
+        r = redis.asyncio.Redis.from_url(server.url)
+        breaker = seawall.CircuitBreaker(failure_threshold=1, open_for=30.0, call_timeout=0.2)
+        cache = seawall.aio.Cache(r, "down-aio", breaker=breaker)
+
+        async def load() -> str:
+            return "from-db"
+
+        assert await cache.get_or_load("x", load) == "from-db"
+        server.pause()
+        try:
+            started = time.monotonic()
+            assert await cache.get_or_load("y", load) == "from-db"
+            assert time.monotonic() - started < 1.0  # call_timeout 0.2 s, not forever
+            assert breaker.state == "open"
+        finally:
+            server.resume()
+        await r.aclose()
 
     asyncio.run(main())

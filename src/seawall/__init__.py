@@ -5,6 +5,7 @@ Sync API here; the asyncio twins of the same names live in `seawall.aio`.
 
 from __future__ import annotations
 
+from seawall._breaker import CircuitBreaker, RateLimiter
 from seawall._cache_stats import CacheStats
 from seawall._sync.bloom import BloomFilter
 from seawall._sync.cache import Cache
@@ -14,6 +15,7 @@ from seawall.errors import (
     BloomFilterError,
     CacheError,
     CacheSerializationError,
+    CacheUnavailable,
     CacheWaitTimeout,
     LockError,
     LockNotOwnedError,
@@ -32,11 +34,14 @@ __all__ = [
     "CacheError",
     "CacheSerializationError",
     "CacheStats",
+    "CacheUnavailable",
     "CacheWaitTimeout",
+    "CircuitBreaker",
     "Lock",
     "LockError",
     "LockNotOwnedError",
     "LockTimeout",
+    "RateLimiter",
     "SeawallError",
     "ServerNotFoundError",
     "__version__",

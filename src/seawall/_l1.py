@@ -47,8 +47,7 @@ class L1:
             if found is None:
                 return MISSING
             if found[0] <= now:
-                del self._entries[key]
-                return MISSING
+                return MISSING  # kept (until evicted) for get_stale
             self._entries.move_to_end(key)
             return found[1]
 
@@ -69,6 +68,18 @@ class L1:
             while len(self._entries) > self.max_entries:
                 self._entries.popitem(last=False)
 
+    def get_stale(self, key: str, max_age: float) -> Any:
+        """The value held for `key` even if expired up to `max_age` seconds ago, or MISSING.
+
+        Only for when Redis is unreachable: a bounded-stale answer beats none.
+        """
+        now = _concurrency.monotonic()
+        with self._mutex:
+            found = self._entries.get(key)
+            if found is None or found[0] + max_age <= now:
+                return MISSING
+            return found[1]
+
     def discard(self, key: str) -> None:
         """Forget `key` (a delete here or an invalidation message from another process)."""
         with self._mutex:
@@ -76,7 +87,14 @@ class L1:
             self._entries.pop(key, None)
 
     def clear(self) -> None:
-        """Forget everything (the invalidation channel was lost, so anything may be old)."""
+        """Expire everything (the invalidation channel was lost, so anything may be old).
+
+        Entries are expired, not dropped: `get` no longer returns them, but `get_stale` may
+        while Redis is unreachable (which is usually why the channel was lost).
+        """
+        now = _concurrency.monotonic()
         with self._mutex:
             self.epoch += 1
-            self._entries.clear()
+            for key, (deadline, value) in self._entries.items():
+                if deadline > now:
+                    self._entries[key] = (now, value)

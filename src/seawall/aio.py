@@ -6,11 +6,13 @@ from seawall._async.bloom import AsyncBloomFilter as BloomFilter
 from seawall._async.cache import AsyncCache as Cache
 from seawall._async.fence import fenced_read, fenced_write
 from seawall._async.lock import AsyncLock as Lock
+from seawall._breaker import CircuitBreaker, RateLimiter
 from seawall._cache_stats import CacheStats
 from seawall.errors import (
     BloomFilterError,
     CacheError,
     CacheSerializationError,
+    CacheUnavailable,
     CacheWaitTimeout,
     LockError,
     LockNotOwnedError,
@@ -25,11 +27,14 @@ __all__ = [
     "CacheError",
     "CacheSerializationError",
     "CacheStats",
+    "CacheUnavailable",
     "CacheWaitTimeout",
+    "CircuitBreaker",
     "Lock",
     "LockError",
     "LockNotOwnedError",
     "LockTimeout",
+    "RateLimiter",
     "SeawallError",
     "fenced_read",
     "fenced_write",

@@ -47,6 +47,11 @@ class CacheWaitTimeout(CacheError):
     """A caller waited longer than the cache's wait_timeout for another process's load."""
 
 
+class CacheUnavailable(CacheError):
+    """Redis is unreachable, no bounded-stale copy is held here, and the loader's rate
+    limit (`loader_limit`) is used up: the database is being protected."""
+
+
 class BloomFilterError(SeawallError):
     """A Bloom filter in Redis cannot be used as asked; `filter_name` names it."""
 

@@ -81,7 +81,7 @@ def test_l1_is_bounded_lru_with_ttl(monkeypatch: pytest.MonkeyPatch) -> None:
     assert l1.get("d") is MISSING
     l1.put("e", 6)
     l1.clear()
-    assert len(l1) == 0
+    assert l1.get("e") is MISSING
     off = L1(0, ttl=1.0)
     off.put("a", 1)
     assert off.get("a") is MISSING
@@ -122,3 +122,22 @@ def test_serializers_round_trip_and_refuse_clearly() -> None:
     assert pickle_codec.loads(encode(pickle_codec, {1, 2}, "n", "k")) == {1, 2}
     with pytest.raises(ValueError, match="serializer must be"):
         make_serializer("yaml")
+
+
+def test_l1_clear_expires_but_keeps_bounded_stale_copies(monkeypatch: pytest.MonkeyPatch) -> None:
+    now = [10.0]
+    monkeypatch.setattr(_concurrency, "monotonic", lambda: now[0])
+    l1 = L1(10, ttl=5.0)
+    l1.put("a", 1)
+    epoch = l1.epoch
+    l1.clear()
+    assert l1.get("a") is MISSING  # never served normally after a clear
+    assert l1.get_stale("a", max_age=2.0) == 1  # only for the Redis-down path
+    now[0] += 2.5
+    assert l1.get_stale("a", max_age=2.0) is MISSING
+    l1.put("b", 2, epoch=epoch)  # a read that straddled the clear is not kept
+    assert l1.get("b") is MISSING
+    l1.put("b", 2, epoch=l1.epoch)
+    assert l1.get("b") == 2
+    l1.discard("b")
+    assert l1.get_stale("b", max_age=100.0) is MISSING  # a discard drops it for good

@@ -8,16 +8,19 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, RedisError
 
-from seawall._sync.cache_loading import _FETCH, _STORE, _VOID, CORRUPT, CacheCore, ms
+from seawall._sync.cache_base import _FETCH, _STORE, _VOID, CORRUPT, RedisUnavailable, ms
+from seawall._sync.cache_loading import CacheCore
 from seawall._sync.scripts import run_script
+from seawall._breaker import CircuitBreaker, RateLimiter
 from seawall._cache_codec import CACHE_WAKE_PREFIX, cache_key, cache_keys, encode, make_serializer
 from seawall._cache_stats import CacheStats
 from seawall._concurrency import call_loader
 from seawall._freshness import DEFAULT_JITTER
 from seawall._l1 import L1, MISSING
 from seawall._validate import check_client, check_name, check_seconds, check_timeout
+from seawall.errors import CacheUnavailable
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -35,6 +38,8 @@ class Cache(CacheCore):
     - Penetration: a loader returning None is cached as "absent" for `absent_ttl`.
     - Avalanche: every ttl is jittered by +-`jitter` (a fraction, 10% by default).
     - Stale sets: `delete` voids a load in flight, which then cannot write back.
+    - Redis down (with `breaker=`): no waiting on a dead server; a recent L1 copy is
+      served, else the loader runs as often as `loader_limit` allows.
     """
 
     def __init__(
@@ -53,6 +58,8 @@ class Cache(CacheCore):
         xfetch_beta: float | None = None,
         serializer: Any = "json",
         bloom: Any = None,
+        breaker: CircuitBreaker | None = None,
+        loader_limit: RateLimiter | None = None,
     ) -> None:
         checked = check_client(client, "Cache")
         name = check_name(namespace, "Cache")
@@ -92,6 +99,8 @@ class Cache(CacheCore):
             serializer=make_serializer(serializer),
             l1=L1(l1_size, l1_lifetime),
             bloom=bloom,
+            breaker=breaker,
+            loader_limit=loader_limit,
         )
 
     def __repr__(self) -> str:
@@ -120,7 +129,30 @@ class Cache(CacheCore):
         if found is not MISSING:
             self._counters.add("l1_hits" if found is not None else "absent_hits")
             return found
-        return self._load_shared(text, loader, entry_ttl)
+        try:
+            return self._load_shared(text, loader, entry_ttl)
+        except (RedisUnavailable, RedisError, OSError, TimeoutError) as exc:
+            if self.breaker is None:
+                raise
+            return self._degraded(text, loader, exc)
+
+    def _degraded(self, key: str, loader: Callable[[], Any], cause: Exception) -> Any:
+        """Redis is unreachable: a bounded-stale L1 copy, else the loader if its rate allows."""
+        stale = self.l1.get_stale(key, max(self.stale_ttl, self.l1.ttl))
+        if stale is not MISSING:
+            self._counters.add("stale_served")
+            return stale
+        limit = self.loader_limit
+        if limit is None or limit.try_acquire():
+            value = call_loader(loader)
+            self._counters.add("loads")
+            return value
+        raise CacheUnavailable(
+            f"cache {self.namespace!r}: Redis is unreachable ({cause!r}), no recent copy of key "
+            f"{key!r} is held here, and the loader's rate limit is used up; retry in "
+            f"{limit.retry_after():.2f} s",
+            key=key,
+        ) from cause
 
     def get(self, key: Any, default: Any = None) -> Any:
         """The cached value of `key` (a stale one too), or `default`; never loads."""

@@ -12,25 +12,23 @@ from __future__ import annotations
 
 import functools
 import secrets
-import threading
-import uuid
 from collections.abc import Callable
 from typing import Any
 
-from seawall import _concurrency, _scripts
-from seawall import _invalidation_message as message_format
-from seawall._sync.cache_waker import CacheWaker, get_cache_waker
-from seawall._sync.invalidation import Invalidator, get_invalidator
-from seawall._sync.scripts import run_script
-from seawall._cache_codec import (
-    ABSENT_PAYLOAD,
-    CACHE_WAKE_PREFIX,
-    CacheKeys,
-    Serializer,
-    cache_keys,
-    encode,
+from redis.exceptions import RedisError
+
+from seawall import _concurrency
+from seawall._sync.cache_base import (
+    _FETCH,
+    _STORE,
+    _VOID,
+    CORRUPT,
+    CacheBase,
+    RedisUnavailable,
+    ms,
 )
-from seawall._cache_stats import Counters
+from seawall._sync.cache_waker import CacheWaker, get_cache_waker
+from seawall._cache_codec import ABSENT_PAYLOAD, CACHE_WAKE_PREFIX, CacheKeys, cache_keys, encode
 from seawall._concurrency import (
     Event,
     background,
@@ -39,26 +37,14 @@ from seawall._concurrency import (
     sleep,
     spawn,
 )
-from seawall._freshness import jittered, xfetch_due
-from seawall._l1 import L1
-from seawall._validate import Client
+from seawall._freshness import xfetch_due
 from seawall.errors import CacheWaitTimeout
-
-_FETCH = _scripts.load("cache_fetch")
-_STORE = _scripts.load("cache_store")
-_VOID = _scripts.load("cache_void")
 
 FRESH, STALE_REFRESH, STALE, MISS_LOAD, MISS_WAIT = 1, 2, 3, 4, 5
 
-# A decoded payload that could not be decoded (distinct from None, "not found").
-CORRUPT: Any = object()
 
 # Extra time a waiter gives a lease beyond its remaining ttl before it looks again.
 LEASE_GRACE = 0.01
-
-
-def ms(seconds: float) -> int:
-    return max(1, round(seconds * 1000))
 
 
 class _Flight:
@@ -75,115 +61,13 @@ class _Flight:
         self.kind = "waits"
 
 
-class CacheCore:
-    """State and load path shared by the public methods of seawall.Cache."""
+class CacheCore(CacheBase):
+    """The load path shared by the public methods of seawall.Cache."""
 
-    def __init__(
-        self,
-        client: Client,
-        namespace: str,
-        *,
-        ttl: float,
-        stale_ttl: float,
-        absent_ttl: float,
-        jitter: float,
-        lease: float,
-        wait_timeout: float,
-        xfetch_beta: float | None,
-        serializer: Serializer,
-        l1: L1,
-        bloom: Any,
-    ) -> None:
-        self._client = client
-        self.namespace = namespace
-        self.ttl = ttl
-        self.stale_ttl = stale_ttl
-        self.absent_ttl = absent_ttl
-        self.jitter = jitter
-        self.lease = lease
-        self.wait_timeout = wait_timeout
-        self.xfetch_beta = xfetch_beta
-        self._serializer = serializer
-        self.l1 = l1
-        self._counters = Counters()
-        self._mutex = threading.Lock()
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
         self._flights: dict[tuple[object, str], _Flight] = {}
         self._refreshing: set[str] = set()
-        self.bloom = bloom
-        self._invalidator: tuple[object, Invalidator] | None = None
-        # Sender id of invalidations published when no listener runs here (L1 off).
-        self._sender = uuid.uuid4().hex
-
-    # --- the L1 and the invalidation broadcast -------------------------------------------
-
-    def _listener(self) -> Invalidator | None:
-        """This process's invalidation listener, with our L1 registered (None: L1 off)."""
-        if self.l1.max_entries == 0:
-            return None
-        here = scope()
-        cached = self._invalidator
-        if cached is None or cached[0] is not here:
-            invalidator = get_invalidator(self._client)
-            invalidator.register(self.namespace, self.l1)
-            cached = self._invalidator = (here, invalidator)
-        return cached[1]
-
-    def _fill_epoch(self) -> int | None:
-        """Taken before a read: the L1 may be filled with its result only if not None.
-
-        Only while the listener is subscribed (else an invalidation could be missed) and
-        only if nothing was invalidated meanwhile (checked by L1.put).
-        """
-        listener = self._listener()
-        if listener is None or not listener.listening:
-            return None
-        return self.l1.epoch
-
-    def _invalidation(self, key: str | None) -> tuple[str, str]:
-        """(channel, message) a write publishes so every process drops `key` from its L1
-        (None: everything of this namespace)."""
-        listener = self._listener()
-        sender = self._sender if listener is None else listener.id
-        if key is None:
-            body = message_format.encode(sender, message_format.CLEAR)
-        else:
-            body = message_format.encode(sender, message_format.DISCARD, key)
-        return message_format.channel(self.namespace), body
-
-    def _dropped_here(self, key: str) -> None:
-        """Other L1s of this namespace in this process (our own messages skip them)."""
-        listener = self._listener()
-        if listener is not None:
-            listener.discard_local(self.namespace, key, skip=self.l1)
-
-    # --- encoding ------------------------------------------------------------------------
-
-    def _decode(self, payload: Any, key: str) -> Any:
-        data = payload.encode() if isinstance(payload, str) else bytes(payload)
-        if data == ABSENT_PAYLOAD:
-            return None
-        try:
-            return self._serializer.loads(data)
-        except Exception as exc:
-            self._counters.add("corrupt")
-            _concurrency.log.warning(
-                "seawall: cache %r: the value of key %r in Redis cannot be decoded (%r); "
-                "treating it as a miss and loading it again",
-                self.namespace,
-                key,
-                exc,
-            )
-            return CORRUPT
-
-    def _entry_ttls(self, value: Any, ttl: float | None) -> tuple[float, float]:
-        """(fresh seconds, stale window seconds) for a value about to be written."""
-        if value is None:
-            return jittered(self.absent_ttl if ttl is None else ttl, self.jitter), 0.0
-        return jittered(self.ttl if ttl is None else ttl, self.jitter), self.stale_ttl
-
-    def _remember(self, key: str, value: Any, fresh: float, epoch: int | None) -> None:
-        if epoch is not None:
-            self.l1.put(key, value, fresh, epoch)
 
     # --- one flight per key in this process ----------------------------------------------
 
@@ -228,8 +112,8 @@ class CacheCore:
     # --- Redis: read, or take the lease, or wait ------------------------------------------
 
     def _fetch(self, keys: CacheKeys, token: str, waiter: str, early: bool) -> Any:
-        return run_script(
-            self._client, _FETCH, keys.all, (token, ms(self.lease), waiter, "1" if early else "")
+        return self._redis(
+            _FETCH, keys.all, (token, ms(self.lease), waiter, "1" if early else "")
         )
 
     def _resolve(
@@ -372,7 +256,17 @@ class CacheCore:
             raise
         self._counters.add("loads")
         took = _concurrency.monotonic() - started
-        self._store(keys, key, token, value, payload, took, ttl, epoch)
+        try:
+            self._store(keys, key, token, value, payload, took, ttl, epoch)
+        except (RedisUnavailable, RedisError, OSError, TimeoutError):
+            if self.breaker is None:
+                raise
+            # Redis went away during the load: the caller still gets what it paid for.
+            _concurrency.log.info(
+                "seawall: cache %r: key %r loaded but not written back: Redis unreachable",
+                self.namespace,
+                key,
+            )
         return value
 
     def _store(
@@ -389,8 +283,7 @@ class CacheCore:
         """Write back under the lease `token` ("" for an explicit set, which publishes)."""
         fresh, stale = self._entry_ttls(value, ttl)
         channel, message = self._invalidation(key) if not token else ("", "")
-        written = run_script(
-            self._client,
+        written = self._redis(
             _STORE,
             keys.all,
             (
@@ -417,7 +310,7 @@ class CacheCore:
             )
 
     def _give_back(self, keys: CacheKeys, token: str) -> None:
-        run_script(self._client, _VOID, keys.all, (token, CACHE_WAKE_PREFIX, "", ""))
+        self._redis(_VOID, keys.all, (token, CACHE_WAKE_PREFIX, "", ""))
 
     def _refresh_soon(
         self,
