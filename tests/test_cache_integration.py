@@ -171,3 +171,25 @@ def test_async_breaker_bounds_each_call(seawall_server_factory: Any) -> None:
         await r.aclose()
 
     asyncio.run(main())
+
+
+def test_xfetch_refreshes_a_fresh_value_early_once(standalone: Target) -> None:
+    r = standalone.sync()
+    # delta (the last load's 50 ms) x beta 1e4 = 500 s >> 30 s left: the refresh is due.
+    cache = seawall.Cache(r, "xfetch", ttl=30, xfetch_beta=1e4, l1_size=0)
+    versions = iter(["v1", "v2", "v3"])
+
+    def loader() -> str:
+        time.sleep(0.05)
+        return next(versions)
+
+    assert cache.get_or_load("k", loader) == "v1"
+    assert cache.get_or_load("k", loader) == "v1"  # fresh: served, refresh started
+    wait_until(lambda: cache.get("k") == "v2")
+    stats = cache.stats()
+    assert stats.loads == 2 and stats.refreshes >= 1
+    off = seawall.Cache(r, "xfetch-off", ttl=30, l1_size=0)
+    off.get_or_load("k", loader)
+    for _ in range(20):
+        off.get_or_load("k", loader)
+    assert off.stats().loads == 1  # without xfetch_beta, no early refresh

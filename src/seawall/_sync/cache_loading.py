@@ -240,6 +240,8 @@ class CacheCore(CacheBase):
         ttl: float | None,
         token: str,
         epoch: int | None,
+        *,
+        give_back: bool = True,
     ) -> Any:
         started = _concurrency.monotonic()
         try:
@@ -247,12 +249,13 @@ class CacheCore(CacheBase):
             payload = encode(self._serializer, value, self.namespace, key)
         except BaseException:
             self._counters.add("load_errors")
-            # Give the lease back at once, so a waiter loads now rather than at its end;
-            # in the background, so a cancelled caller still does it.
-            background(
-                functools.partial(self._give_back, keys, token),
-                f"giving back the load lease of cache key {key!r}",
-            )
+            if give_back:
+                # At once, so a waiter loads now rather than at the lease's end; in the
+                # background, so a cancelled caller still does it.
+                background(
+                    functools.partial(self._give_back, keys, token),
+                    f"giving back the load lease of cache key {key!r}",
+                )
             raise
         self._counters.add("loads")
         took = _concurrency.monotonic() - started
@@ -347,11 +350,14 @@ class CacheCore(CacheBase):
                 if int(reply[0]) not in (STALE_REFRESH, MISS_LOAD):
                     return  # another process refreshes it
             try:
-                self._load_and_store(keys, key, loader, ttl, token, epoch)
+                # A failed refresh keeps its lease until it runs out: nobody waits for
+                # it (the stale value is served), and the lease paces the retries, so a
+                # failing database is not hit again on every read.
+                self._load_and_store(keys, key, loader, ttl, token, epoch, give_back=False)
             except Exception as exc:
                 _concurrency.log.warning(
                     "seawall: cache %r: refreshing key %r failed (%r); the old value is "
-                    "served until it expires or a later refresh succeeds",
+                    "served until it expires or a later refresh (after the lease) succeeds",
                     self.namespace,
                     key,
                     exc,
