@@ -217,8 +217,10 @@ def test_warm_spreads_expiries_of_100000_keys(standalone: Target) -> None:
     assert min(expiries) > 0  # every key written, with an expiry
     per_second = collections.Counter(e // 1000 for e in expiries)
     spread = (max(expiries) - min(expiries)) / 1000
-    average = count / spread
-    assert spread >= 11.5, spread  # +-10% of 60 s, plus the time warm() took
+    assert spread >= 11.5, spread  # +-10% of 60 s (plus however long warm() took)
+    # The average rate the jitter aims at: all keys over its 12 s window. Writing takes
+    # seconds here, which spreads expiries further and only lowers the peaks.
+    average = count / (2 * 0.1 * 60)
     assert max(per_second.values()) <= 2 * average, (sorted(per_second.items()), average)
     assert cache.get(77) == 77
 
@@ -344,3 +346,15 @@ def test_corrupted_value_is_a_logged_miss(target: Target, caplog: pytest.LogCapt
     assert "cannot be decoded" in caplog.text
     assert cache.get("k") == "reloaded"  # the reload replaced the corrupted value
     assert cache.stats().corrupt == 2
+
+
+def test_warm_small_batch_everywhere(target: Target, world: str) -> None:
+    def sync_body(cache: Any, r: Any) -> None:
+        assert cache.warm({f"w{i}": {"n": i} for i in range(300)}, ttl=30) == 300
+        assert [cache.get(f"w{i}") for i in (0, 150, 299)] == [{"n": 0}, {"n": 150}, {"n": 299}]
+
+    async def async_body(cache: Any, r: Any) -> None:
+        assert await cache.warm([(f"w{i}", i) for i in range(300)]) == 300
+        assert [await cache.get(f"w{i}") for i in (0, 299)] == [0, 299]
+
+    run(world, target, sync_body if world == "sync" else async_body, namespace="w", l1_size=0)

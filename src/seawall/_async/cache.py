@@ -7,6 +7,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
+import redis.asyncio.cluster
 from redis.exceptions import NoScriptError, RedisError
 
 from seawall._async.cache_base import _FETCH, _STORE, _VOID, CORRUPT, RedisUnavailable, ms
@@ -223,7 +224,8 @@ class AsyncCache(AsyncCacheCore):
             fresh, stale = self._entry_ttls(value, entry_ttl)
             prepared.append((text, value, payload, fresh, stale))
         epoch = self._fill_epoch()
-        await self._client.script_load(_STORE.source)
+        if not isinstance(self._client, redis.asyncio.cluster.RedisCluster):
+            await self._client.script_load(_STORE.source)
         for start in range(0, len(prepared), WARM_BATCH):
             batch = prepared[start : start + WARM_BATCH]
             try:
@@ -241,6 +243,14 @@ class AsyncCache(AsyncCacheCore):
     async def _warm_batch(
         self, batch: list[tuple[str, Any, bytes, float, float]], epoch: int | None
     ) -> None:
+        if isinstance(self._client, redis.asyncio.cluster.RedisCluster):
+            # redis-py refuses scripts in Cluster pipelines: one call per entry there.
+            for text, value, payload, fresh, stale in batch:
+                args = ("", payload, ms(fresh + stale), ms(stale) if stale else 0, 0)
+                keys = cache_keys(self.namespace, text).all
+                await run_script(self._client, _STORE, keys, (*args, CACHE_WAKE_PREFIX, "", ""))
+                self._remember(text, value, fresh, epoch)
+            return
         pipe = self._client.pipeline(transaction=False)
         for text, _value, payload, fresh, stale in batch:
             keys = cache_keys(self.namespace, text).all

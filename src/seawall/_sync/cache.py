@@ -8,6 +8,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
+import redis.cluster
 from redis.exceptions import NoScriptError, RedisError
 
 from seawall._sync.cache_base import _FETCH, _STORE, _VOID, CORRUPT, RedisUnavailable, ms
@@ -224,7 +225,8 @@ class Cache(CacheCore):
             fresh, stale = self._entry_ttls(value, entry_ttl)
             prepared.append((text, value, payload, fresh, stale))
         epoch = self._fill_epoch()
-        self._client.script_load(_STORE.source)
+        if not isinstance(self._client, redis.cluster.RedisCluster):
+            self._client.script_load(_STORE.source)
         for start in range(0, len(prepared), WARM_BATCH):
             batch = prepared[start : start + WARM_BATCH]
             try:
@@ -242,6 +244,14 @@ class Cache(CacheCore):
     def _warm_batch(
         self, batch: list[tuple[str, Any, bytes, float, float]], epoch: int | None
     ) -> None:
+        if isinstance(self._client, redis.cluster.RedisCluster):
+            # redis-py refuses scripts in Cluster pipelines: one call per entry there.
+            for text, value, payload, fresh, stale in batch:
+                args = ("", payload, ms(fresh + stale), ms(stale) if stale else 0, 0)
+                keys = cache_keys(self.namespace, text).all
+                run_script(self._client, _STORE, keys, (*args, CACHE_WAKE_PREFIX, "", ""))
+                self._remember(text, value, fresh, epoch)
+            return
         pipe = self._client.pipeline(transaction=False)
         for text, _value, payload, fresh, stale in batch:
             keys = cache_keys(self.namespace, text).all
