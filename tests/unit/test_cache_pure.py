@@ -141,3 +141,11 @@ def test_l1_clear_expires_but_keeps_bounded_stale_copies(monkeypatch: pytest.Mon
     assert l1.get("b") == 2
     l1.discard("b")
     assert l1.get_stale("b", max_age=100.0) is MISSING  # a discard drops it for good
+
+
+def test_msgpack_serializer_round_trips_bytes_and_refuses_clearly() -> None:
+    codec = make_serializer("msgpack")
+    payload = encode(codec, {"blob": b"\x00\xff", "n": [1, 2]}, "n", "k")
+    assert codec.loads(payload) == {"blob": b"\x00\xff", "n": [1, 2]}
+    with pytest.raises(CacheSerializationError, match="msgpack"):
+        encode(codec, object(), "n", "k")

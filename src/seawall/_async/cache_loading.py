@@ -130,7 +130,10 @@ class AsyncCacheCore(AsyncCacheBase):
                 token = secrets.token_hex(16)
                 if event is not None:
                     event.clear()  # before the fetch: a wake-up during it stays set
-                reply = await self._fetch(keys, token, waker.id if event else "", False)
+                # Queued only while the channel is listened to (the listener may have
+                # stopped, idle, since the last look).
+                queued = event is not None and waker.ready
+                reply = await self._fetch(keys, token, waker.id if queued else "", False)
                 status = int(reply[0])
                 if status == MISS_LOAD:
                     self._counters.add("misses")
@@ -158,15 +161,15 @@ class AsyncCacheCore(AsyncCacheBase):
         self, waker: AsyncCacheWaker, keys: CacheKeys, event: AsyncEvent | None, bound: float
     ) -> AsyncEvent | None:
         """Wait for a wake-up (at most `bound` s); returns the event to wait on next time."""
-        if event is not None:
+        if event is not None and waker.ready:
             await event.wait(bound)
             return event
-        # Not listening yet: subscribe, then look again queued (a value landing before
-        # the subscription would otherwise wake nobody here).
+        # Not listening (yet, or any more): subscribe, then look again queued (a value
+        # landing before the subscription would otherwise wake nobody here).
         if await waker.start(min(bound, 1.0)):
-            return waker.watch(keys.value)
+            return event if event is not None else waker.watch(keys.value)
         await async_sleep(bound)  # pub/sub unavailable: the lease's end still bounds this
-        return None
+        return event
 
     async def _found(
         self,

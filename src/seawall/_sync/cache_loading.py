@@ -131,7 +131,10 @@ class CacheCore(CacheBase):
                 token = secrets.token_hex(16)
                 if event is not None:
                     event.clear()  # before the fetch: a wake-up during it stays set
-                reply = self._fetch(keys, token, waker.id if event else "", False)
+                # Queued only while the channel is listened to (the listener may have
+                # stopped, idle, since the last look).
+                queued = event is not None and waker.ready
+                reply = self._fetch(keys, token, waker.id if queued else "", False)
                 status = int(reply[0])
                 if status == MISS_LOAD:
                     self._counters.add("misses")
@@ -159,15 +162,15 @@ class CacheCore(CacheBase):
         self, waker: CacheWaker, keys: CacheKeys, event: Event | None, bound: float
     ) -> Event | None:
         """Wait for a wake-up (at most `bound` s); returns the event to wait on next time."""
-        if event is not None:
+        if event is not None and waker.ready:
             event.wait(bound)
             return event
-        # Not listening yet: subscribe, then look again queued (a value landing before
-        # the subscription would otherwise wake nobody here).
+        # Not listening (yet, or any more): subscribe, then look again queued (a value
+        # landing before the subscription would otherwise wake nobody here).
         if waker.start(min(bound, 1.0)):
-            return waker.watch(keys.value)
+            return event if event is not None else waker.watch(keys.value)
         sleep(bound)  # pub/sub unavailable: the lease's end still bounds this
-        return None
+        return event
 
     def _found(
         self,
