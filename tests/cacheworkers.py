@@ -29,8 +29,12 @@ def calls_key(name: str) -> str:
 
 def stampede(
     url: str, cluster: bool, world: str, name: str, callers: int, go: Any, loader_s: float
-) -> list[Any]:
-    """`callers` concurrent get_or_load of one key once `go` is set; returns their answers."""
+) -> list[tuple[Any, float]]:
+    """`callers` concurrent get_or_load of one key once `go` is set.
+
+    Returns each caller's (answer, seconds it took). With lease=5, a caller whose wake-up
+    was lost would only look again when the lease ran out, seconds later.
+    """
     if world == "async":
         return asyncio.run(_stampede_async(url, cluster, name, callers, go, loader_s))
     r = sync_client(url, cluster)
@@ -41,13 +45,14 @@ def stampede(
         time.sleep(loader_s)
         return {"value": name}
 
-    answers: list[Any] = []
-    threads = []
-    for _ in range(callers):
-        thread = threading.Thread(
-            target=lambda: answers.append(cache.get_or_load("hot", loader)), daemon=True
-        )
-        threads.append(thread)
+    answers: list[tuple[Any, float]] = []
+
+    def caller() -> None:
+        started = time.monotonic()
+        answer = cache.get_or_load("hot", loader)
+        answers.append((answer, time.monotonic() - started))
+
+    threads = [threading.Thread(target=caller, daemon=True) for _ in range(callers)]
     go.wait(30)
     for thread in threads:
         thread.start()
@@ -59,7 +64,7 @@ def stampede(
 
 async def _stampede_async(
     url: str, cluster: bool, name: str, callers: int, go: Any, loader_s: float
-) -> list[Any]:
+) -> list[tuple[Any, float]]:
     r = async_client(url, cluster)
     cache = seawall.aio.Cache(r, name, ttl=30, lease=5)
 
@@ -70,7 +75,13 @@ async def _stampede_async(
 
     if go is not None:
         await asyncio.get_running_loop().run_in_executor(None, go.wait, 30)
-    answers = await asyncio.gather(*(cache.get_or_load("hot", loader) for _ in range(callers)))
+
+    async def caller() -> tuple[Any, float]:
+        started = time.monotonic()
+        answer = await cache.get_or_load("hot", loader)
+        return answer, time.monotonic() - started
+
+    answers = await asyncio.gather(*(caller() for _ in range(callers)))
     await r.aclose()
     return list(answers)
 
