@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,8 @@ MAX_BITS = 512 * 1024 * 1024 * 8
 # Bumped whenever positions for the same item and sizing would change: a filter written by
 # one scheme must not be read with another (the scripts check it, see `Sizing.signature`).
 SCHEME = "b2e1"
+
+_LOW64 = (1 << 64) - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,11 +86,15 @@ def size(capacity: int, error_rate: float, name: str = "?") -> Sizing:
     error_rate = check_error_rate(error_rate, name)
     ln2 = math.log(2)
     bits = max(1, math.ceil(-capacity * math.log(error_rate) / (ln2 * ln2)))
+    if round(bits / capacity * ln2) < 1:
+        # Rates near 1 want less than one hash; with one, the rate is 1 - e^(-n/m): solve.
+        bits = max(1, math.ceil(-capacity / math.log1p(-error_rate)))
     while True:
         hashes = max(1, round(bits / capacity * ln2))
-        if expected_error_rate(bits, hashes, capacity) <= error_rate:
+        rate = expected_error_rate(bits, hashes, capacity)
+        if rate <= error_rate:
             break
-        # Rarely more than a few steps: the optimum is within a rounding of k.
+        # A few steps of 0.01 %: the optimum is within a rounding of k.
         bits += max(1, bits // 10_000)
     if bits > MAX_BITS:
         raise ValueError(
@@ -101,12 +108,17 @@ def size(capacity: int, error_rate: float, name: str = "?") -> Sizing:
 
 def encode_item(item: Any, name: str) -> bytes:
     """The bytes an item is hashed as; like Redis itself, 42, "42" and b"42" are one item."""
-    if isinstance(item, bytes):
-        return item
+    kind = type(item)
+    if kind is str:
+        return item.encode("utf-8", "surrogatepass")  # type: ignore[no-any-return]
+    if kind is bytes:
+        return item  # type: ignore[no-any-return]
     if isinstance(item, str):
-        return item.encode("utf-8", "surrogatepass")
+        return str(item).encode("utf-8", "surrogatepass")
+    if isinstance(item, bytes | bytearray | memoryview):
+        return bytes(item)
     if isinstance(item, int) and not isinstance(item, bool):
-        return str(item).encode()
+        return str(int(item)).encode()
     raise TypeError(
         f"items of Bloom filter {name!r} must be str, bytes or int, got "
         f"{type(item).__qualname__}: {item!r}; convert it to one of those first"
@@ -117,11 +129,26 @@ def start(data: bytes, sizing: Sizing) -> tuple[int, int]:
     """An item's first offset and first step: the two halves of its digest, mod m.
 
     The scripts walk the remaining offsets from these two numbers (see `positions`), so a
-    batch sends 2 numbers per item instead of k.
+    batch carries 2 numbers per item instead of k.
     """
-    digest = hashlib.blake2b(data, digest_size=16).digest()
+    whole = int.from_bytes(hashlib.blake2b(data, digest_size=16).digest(), "little")
+    return (whole & _LOW64) % sizing.bits, (whole >> 64) % sizing.bits
+
+
+def pack_starts(encoded: Iterable[bytes], sizing: Sizing) -> bytes:
+    """`start` of each item as little-endian uint32 pairs: one script argument per batch.
+
+    m <= 2^32 (MAX_BITS), so every offset and step fits in 32 bits; one binary argument
+    costs far less to send and parse than two decimal numbers per item.
+    """
     bits = sizing.bits
-    return int.from_bytes(digest[:8], "little") % bits, int.from_bytes(digest[8:], "little") % bits
+    blake2b = hashlib.blake2b
+    flat: list[int] = []
+    for data in encoded:
+        whole = int.from_bytes(blake2b(data, digest_size=16).digest(), "little")
+        flat.append((whole & _LOW64) % bits)
+        flat.append((whole >> 64) % bits)
+    return struct.pack(f"<{len(flat)}I", *flat)
 
 
 def positions(data: bytes, sizing: Sizing) -> list[int]:

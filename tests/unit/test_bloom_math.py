@@ -2,6 +2,7 @@
 
 import math
 import random
+import struct
 
 import pytest
 
@@ -9,12 +10,14 @@ from seawall import _bloom
 
 
 @pytest.mark.parametrize("capacity", [1, 10, 1_000, 100_000, 10_000_000])
-@pytest.mark.parametrize("error_rate", [0.5, 0.1, 0.01, 0.001, 1e-6])
+@pytest.mark.parametrize("error_rate", [0.9999, 0.5, 0.1, 0.01, 0.001, 1e-6])
 def test_sizing_meets_the_rate_with_little_waste(capacity: int, error_rate: float) -> None:
     sizing = _bloom.size(capacity, error_rate)
     assert sizing.expected_error_rate(capacity) <= error_rate
     optimum = -capacity * math.log(error_rate) / math.log(2) ** 2
-    # Never more than 3% (or, for tiny filters, 2 bits) over the textbook optimum.
+    if sizing.hashes == 1:  # rates near 1: the optimum wants less than one hash
+        optimum = -capacity / math.log1p(-error_rate)
+    # Never more than 3% (or, for tiny filters, 2 bits) over the optimum.
     assert sizing.bits <= max(optimum * 1.03, optimum + 2)
     assert sizing.hashes == max(1, round(sizing.bits / capacity * math.log(2)))
 
@@ -57,6 +60,7 @@ def test_items_are_encoded_as_redis_would() -> None:
     assert _bloom.encode_item(42, "f") == _bloom.encode_item("42", "f") == b"42"
     assert _bloom.encode_item(b"\xff", "f") == b"\xff"
     assert _bloom.encode_item("é", "f") == "é".encode()
+    assert _bloom.encode_item(bytearray(b"ab"), "f") == b"ab"
     for bad in (1.5, None, True, ("a",), object()):
         with pytest.raises(TypeError, match="items of Bloom filter 'f' must be str, bytes or int"):
             _bloom.encode_item(bad, "f")
@@ -70,23 +74,28 @@ def test_positions_are_in_range_and_deterministic() -> None:
         assert all(0 <= p < sizing.bits for p in found)
         assert found == _bloom.positions(str(i).encode(), sizing)
         assert found[0] == _bloom.start(str(i).encode(), sizing)[0]
+    packed = _bloom.pack_starts([b"a", b"b"], sizing)
+    assert struct.unpack("<4I", packed) == (
+        *_bloom.start(b"a", sizing),
+        *_bloom.start(b"b", sizing),
+    )
 
 
 def test_false_positive_rate_of_the_positions_matches_theory() -> None:
     # The whole filter in memory: the hashing scheme alone keeps to the rate.
-    sizing = _bloom.size(20_000, 0.01)
+    sizing = _bloom.size(10_000, 0.01)
     bits = bytearray(sizing.bytes)
-    for i in range(20_000):
+    for i in range(10_000):
         for p in _bloom.positions(f"in{i}".encode(), sizing):
             bits[p >> 3] |= 1 << (p & 7)
 
     def present(data: bytes) -> bool:
         return all(bits[p >> 3] >> (p & 7) & 1 for p in _bloom.positions(data, sizing))
 
-    assert all(present(f"in{i}".encode()) for i in range(20_000))
+    assert all(present(f"in{i}".encode()) for i in range(10_000))
     rng = random.Random(7)
-    false = sum(present(rng.randbytes(12)) for _ in range(50_000))
-    assert false / 50_000 <= 0.011
+    false = sum(present(rng.randbytes(12)) for _ in range(30_000))
+    assert 0.007 <= false / 30_000 <= 0.011
 
 
 def test_batches_keep_order_and_size() -> None:

@@ -143,8 +143,7 @@ class AsyncBloomFilter:
         head = (sizing.signature, sizing.hashes, sizing.bits)
         calls = []
         for batch in _bloom.batches(encoded, BATCH):
-            starts = [n for data in batch for n in _bloom.start(data, sizing)]
-            calls.append((*head, *starts))
+            calls.append((*head, _bloom.pack_starts(batch, sizing)))
         found: list[bool] = []
         for group in _bloom.batches(calls, PIPELINE):
             for reply in await self._run_all(script, group):

@@ -5,9 +5,14 @@ deletes a key, it publishes a message (format in `seawall._invalidation_message`
 process's listener drops that key from its registered L1s. Pub/sub delivers nothing while a
 connection is down, so whenever the listener's connection is lost (an error, a hidden
 reconnect by redis-py, or silence past `DEAD_AFTER` after a PING) every registered L1 is
-cleared at once and `generation` moves on; it then reconnects by itself. An L1 therefore
-never serves a copy that missed an invalidation, provided its owner only fills it while
-`listening` is true and drops fills that straddled a change of `generation`.
+cleared at once and `generation` moves on; it then reconnects by itself.
+
+A value read from Redis may be overtaken by a write whose invalidation arrives before the
+value is put in L1; putting it then would keep it stale. The owner of an L1 therefore takes
+`snapshot(namespace, key)` before reading Redis and fills L1 only if `unchanged(snapshot)`:
+that is False once anything that could concern the key (its discard, a clear of the
+namespace, a lost connection) happened meanwhile, or when not listening. A discard that
+arrives after the fill removes the value as usual.
 
 L1s are held weakly; the listener stops once none is left.
 """
@@ -18,7 +23,7 @@ import contextlib
 import threading
 import uuid
 import weakref
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
 from seawall import _concurrency
 from seawall import _invalidation_message as message_format
@@ -33,6 +38,19 @@ POLL = 0.25
 PING_AFTER = 1.0
 DEAD_AFTER = 1.0
 RECONNECT_BACKOFF = 0.05
+# Discards are counted per bucket of keys for `unchanged`: a discard of another key in the
+# same bucket only costs one skipped L1 fill, and the memory stays fixed.
+BUCKETS = 4096
+
+
+class Snapshot(NamedTuple):
+    """What `unchanged` compares against; taken by `snapshot` before a read from Redis."""
+
+    generation: int  # -1 when taken while not listening: never unchanged
+    namespace: str
+    clears: int
+    bucket: int
+    discards: int
 
 
 class L1(Protocol):
@@ -55,7 +73,9 @@ class AsyncInvalidator:
         self._l1s: dict[str, dict[int, weakref.ref[Any]]] = {}
         self._worker: AsyncWorker | None = None
         self._listening = AsyncEvent()
-        self.generation = 0  # moves on each time every L1 was cleared for a lost connection
+        self.generation = 0  # moves on each time every L1 was cleared (a lost connection)
+        self._clears: dict[str, int] = {}  # per namespace, for `unchanged`
+        self._discards = [0] * BUCKETS
         self.received = 0  # messages from other processes (or other invalidators) applied
 
     def __repr__(self) -> str:
@@ -129,13 +149,43 @@ class AsyncInvalidator:
             found = [ref() for group in groups for ref in group.values()]
         return [l1 for l1 in found if l1 is not None and l1 is not skip]
 
+    def snapshot(self, namespace: str, key: str) -> Snapshot:
+        """Take before reading `key` from Redis; fill L1 afterwards only if `unchanged`."""
+        bucket = hash((namespace, key)) % BUCKETS
+        with self._mutex:
+            return Snapshot(
+                self.generation if self._listening.is_set() else -1,
+                namespace,
+                self._clears.get(namespace, 0),
+                bucket,
+                self._discards[bucket],
+            )
+
+    def unchanged(self, snapshot: Snapshot) -> bool:
+        """True if still listening and nothing that could concern the key happened since."""
+        with self._mutex:
+            return (
+                snapshot.generation == self.generation
+                and self._listening.is_set()
+                and snapshot.clears == self._clears.get(snapshot.namespace, 0)
+                and snapshot.discards == self._discards[snapshot.bucket]
+            )
+
     def discard_local(self, namespace: str, key: str, *, skip: L1 | None = None) -> None:
         """Drop `key` from this process's L1s of `namespace` (a script published already)."""
+        bucket = hash((namespace, key)) % BUCKETS
+        with self._mutex:
+            self._discards[bucket] += 1  # before the drop: a fill racing it must see it
         for l1 in self._targets(namespace, skip):
             _apply(l1, "discard", key)
 
     def clear_local(self, namespace: str | None = None, *, skip: L1 | None = None) -> None:
         """Empty this process's L1s of `namespace` (of every namespace when None)."""
+        with self._mutex:
+            if namespace is None:
+                self.generation += 1
+            else:
+                self._clears[namespace] = self._clears.get(namespace, 0) + 1
         for l1 in self._targets(namespace, skip):
             _apply(l1, "clear")
 
@@ -143,8 +193,7 @@ class AsyncInvalidator:
         """Messages may have been missed: nothing an L1 holds can be trusted any more."""
         was_listening = self.listening
         self._listening.clear()
-        self.generation += 1
-        self.clear_local()
+        self.clear_local()  # moves `generation` on
         if was_listening:
             _concurrency.log.info("seawall: invalidation listener lost its connection: %s", why)
 
@@ -174,6 +223,11 @@ class AsyncInvalidator:
         client = self._client()
         if client is None:
             return None
+        # An asyncio cluster client learns its slots on first use; its pub/sub needs them,
+        # and the listener may well be the first user. (Sync clients have no such step.)
+        initialize = getattr(client, "initialize", None)
+        if initialize is not None:
+            await initialize()
         pubsub = open_pubsub(client)
         await pubsub.psubscribe(message_format.PATTERN)
         return pubsub

@@ -2,9 +2,11 @@
 -- KEYS[1] the bitmap (string)
 -- KEYS[2] its signature: hashing scheme, bits and hashes the bitmap was built with
 -- ARGV[1] the caller's signature     ARGV[2] k, offsets per item     ARGV[3] m, bits
--- ARGV[4..] per item, its first offset x and step y (both < m); its k offsets are
---           x, then x = (x + y) % m and y = (y + i) % m after the i-th (seawall._bloom)
--- returns {1, flag per item}: flag 1 when one of the item's bits was still 0 (new item);
+-- ARGV[4] per item, its first offset x and step y (both < m <= 2^32) as little-endian
+--         uint32s, x1 y1 x2 y2 ...; an item's k offsets are x, then x = (x + y) % m and
+--         y = (y + i) % m after the i-th (seawall._bloom.positions)
+-- returns {1, flag per item, in order}: flag 1 when one of the item's bits was still 0
+--              (a new item);
 --         {0, stored signature}: the filter was built with other sizing, nothing written;
 --         {2}: the bitmap or its signature is gone without the other (evicted or
 --              deleted by hand), so the filter has lost items, nothing written
@@ -29,9 +31,10 @@ end
 local k = tonumber(ARGV[2])
 local m = tonumber(ARGV[3])
 local reply = {1}
-for first = 4, #ARGV, 2 do
+local starts = ARGV[4]
+for at = 1, #starts, 8 do
   local new = 0
-  local x, y = tonumber(ARGV[first]), tonumber(ARGV[first + 1])
+  local x, y = struct.unpack('<I4I4', starts, at)
   for i = 1, k do
     if redis.call('setbit', KEYS[1], x, 1) == 0 then
       new = 1
