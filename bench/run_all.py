@@ -5,7 +5,7 @@ final tables is the median over the runs of that run's figure; a ratio is the me
 the per-run ratios, each measured side by side within one run.
 
     PYTHONPATH=src .venv/bin/python bench/run_all.py [--quick] [--runs N] [--markdown]
-        [--only lock_uncontended lock_handover lock_contended semaphore] [--keep DIR]
+        [--only NAME ...] [--keep DIR]
     PYTHONPATH=src .venv/bin/python bench/run_all.py --report DIR [--markdown]
         (print the medians of runs kept earlier with --keep DIR, without running anything)
 """
@@ -33,6 +33,7 @@ BENCHMARKS = [
     "bloom",
     "rwlock",
     "semaphore",
+    "cache_stampede",
 ]
 
 

@@ -189,3 +189,21 @@ def test_server_command_serves_until_sigterm() -> None:
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+_STAMPEDE_ROW = re.compile(
+    r"^\s+(?P<cache>GET / query / SET|seawall\.Cache)\s+(?P<requests>\d+)\s+(?P<queries>\d+)\s+"
+    r"(?P<p50>\d+) ms\s+(?P<p99>\d+) ms\s+(?P<max>\d+) ms\s"
+)
+
+
+def test_stampede_naive_cache_aside_queries_many_times_seawall_once(demo: DemoRun) -> None:
+    rows = {}
+    for line in demo.stdout.splitlines():
+        match = _STAMPEDE_ROW.match(line)
+        if match:
+            rows[match["cache"]] = (int(match["requests"]), int(match["queries"]))
+    assert set(rows) == {"GET / query / SET", "seawall.Cache"}, demo.stdout
+    assert rows["seawall.Cache"] == (200, 1)
+    assert rows["GET / query / SET"][0] == 200
+    assert rows["GET / query / SET"][1] > 1  # the stampede the demo is about

@@ -5,7 +5,10 @@ Sync API here; the asyncio twins of the same names live in `seawall.aio`.
 
 from __future__ import annotations
 
+from seawall._breaker import CircuitBreaker, RateLimiter
+from seawall._cache_stats import CacheStats
 from seawall._sync.bloom import BloomFilter
+from seawall._sync.cache import Cache
 from seawall._sync.fence import fenced_read, fenced_write
 from seawall._sync.lock import Lock
 from seawall._sync.rlock import RLock
@@ -13,6 +16,10 @@ from seawall._sync.rwlock import RWLock
 from seawall._sync.semaphore import Semaphore
 from seawall.errors import (
     BloomFilterError,
+    CacheError,
+    CacheSerializationError,
+    CacheUnavailable,
+    CacheWaitTimeout,
     LockError,
     LockNotOwnedError,
     LockNotReplicatedError,
@@ -27,6 +34,13 @@ __version__ = "0.1.0"
 __all__ = [
     "BloomFilter",
     "BloomFilterError",
+    "Cache",
+    "CacheError",
+    "CacheSerializationError",
+    "CacheStats",
+    "CacheUnavailable",
+    "CacheWaitTimeout",
+    "CircuitBreaker",
     "Lock",
     "LockError",
     "LockNotOwnedError",
@@ -34,6 +48,7 @@ __all__ = [
     "LockTimeout",
     "RLock",
     "RWLock",
+    "RateLimiter",
     "SeawallError",
     "Semaphore",
     "ServerNotFoundError",

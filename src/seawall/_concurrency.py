@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import os
 import threading
@@ -222,6 +223,36 @@ async def async_node_of(cluster: Any, key: str) -> Any:
 def node_of(cluster: Any, key: str) -> Any:
     # Sync cluster clients load their slot map when constructed.
     return cluster.get_node_from_key(key)
+
+
+def async_spawn(call: Callable[[], Awaitable[Any]], what: str) -> None:
+    """Run `call` in the background (a task), outliving the caller; errors are logged."""
+    async_background(call, what)
+
+
+def spawn(call: Callable[[], Any], what: str) -> None:
+    """Run `call` in the background (a daemon thread), outliving the caller."""
+    threading.Thread(target=background, args=(call, what), name=what, daemon=True).start()
+
+
+async def async_call_loader(loader: Callable[[], Any]) -> Any:
+    """Call a user's loader; one returning an awaitable (an async function) is awaited."""
+    result = loader()
+    if inspect.isawaitable(result):
+        result = await result
+    return result
+
+
+def call_loader(loader: Callable[[], Any]) -> Any:
+    result = loader()
+    if inspect.isawaitable(result):
+        if asyncio.iscoroutine(result):
+            result.close()  # never awaited: close it so Python does not warn about it
+        raise TypeError(
+            f"loader {loader!r} returned an awaitable: seawall.Cache calls loaders "
+            "synchronously; use seawall.aio.Cache for async loaders"
+        )
+    return result
 
 
 def async_membership(container: Any, item: Any) -> bool:

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 from seawall._async.bloom import AsyncBloomFilter as BloomFilter
+from seawall._async.cache import AsyncCache as Cache
 from seawall._async.fence import fenced_read, fenced_write
 from seawall._async.lock import AsyncLock as Lock
 from seawall._async.rlock import AsyncRLock as RLock
 from seawall._async.rwlock import AsyncRWLock as RWLock
 from seawall._async.semaphore import AsyncSemaphore as Semaphore
+from seawall._breaker import CircuitBreaker, RateLimiter
+from seawall._cache_stats import CacheStats
 from seawall.errors import (
     BloomFilterError,
+    CacheError,
+    CacheSerializationError,
+    CacheUnavailable,
+    CacheWaitTimeout,
     LockError,
     LockNotOwnedError,
     LockNotReplicatedError,
@@ -20,6 +27,13 @@ from seawall.errors import (
 __all__ = [
     "BloomFilter",
     "BloomFilterError",
+    "Cache",
+    "CacheError",
+    "CacheSerializationError",
+    "CacheStats",
+    "CacheUnavailable",
+    "CacheWaitTimeout",
+    "CircuitBreaker",
     "Lock",
     "LockError",
     "LockNotOwnedError",
@@ -27,6 +41,7 @@ __all__ = [
     "LockTimeout",
     "RLock",
     "RWLock",
+    "RateLimiter",
     "SeawallError",
     "Semaphore",
     "fenced_read",

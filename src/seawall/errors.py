@@ -46,6 +46,27 @@ class LockNotReplicatedError(LockError):
         self.acked = acked
 
 
+class CacheError(SeawallError):
+    """A cache operation failed; `key` names the cache key concerned."""
+
+    def __init__(self, message: str, *, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+class CacheSerializationError(CacheError, TypeError):
+    """A value could not be encoded for the cache; nothing was written."""
+
+
+class CacheWaitTimeout(CacheError):
+    """A caller waited longer than the cache's wait_timeout for another process's load."""
+
+
+class CacheUnavailable(CacheError):
+    """Redis is unreachable, no bounded-stale copy is held here, and the loader's rate
+    limit (`loader_limit`) is used up: the database is being protected."""
+
+
 class BloomFilterError(SeawallError):
     """A Bloom filter in Redis cannot be used as asked; `filter_name` names it."""
 

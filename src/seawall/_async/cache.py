@@ -1,0 +1,306 @@
+"""seawall.aio.Cache: a two-level cache (process memory, then Redis) that never stampedes."""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
+
+import redis.asyncio.cluster
+from redis.exceptions import NoScriptError, RedisError
+
+from seawall._async.cache_base import _FETCH, _STORE, _VOID, CORRUPT, RedisUnavailable, ms
+from seawall._async.cache_loading import AsyncCacheCore
+from seawall._async.scripts import run_script
+from seawall._breaker import CircuitBreaker, RateLimiter
+from seawall._cache_codec import CACHE_WAKE_PREFIX, cache_key, cache_keys, encode, make_serializer
+from seawall._cache_stats import CacheStats
+from seawall._concurrency import async_call_loader
+from seawall._freshness import DEFAULT_JITTER
+from seawall._l1 import L1, MISSING
+from seawall._validate import check_async_client, check_name, check_seconds, check_timeout
+from seawall.errors import CacheUnavailable
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+# warm() sends this many writes per pipeline round trip.
+WARM_BATCH = 1000
+
+
+class AsyncCache(AsyncCacheCore):
+    """Cache-aside with an in-process L1 and Redis as L2, shared by many processes.
+
+    - Breakdown: concurrent misses of one key, in all processes together, make one loader
+      call; the other callers are woken when the value lands.
+    - Stale-while-revalidate: for `stale_ttl` seconds after `ttl`, callers get the old
+      value at once while one background refresh runs (elected across processes).
+    - Penetration: a loader returning None is cached as "absent" for `absent_ttl`.
+    - Avalanche: every ttl is jittered by +-`jitter` (a fraction, 10% by default).
+    - Stale sets: `delete` voids a load in flight, which then cannot write back.
+    - Redis down (with `breaker=`): no waiting on a dead server; a recent L1 copy is
+      served, else the loader runs as often as `loader_limit` allows.
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        namespace: str,
+        ttl: float = 300.0,
+        *,
+        stale_ttl: float | None = None,
+        absent_ttl: float = 30.0,
+        jitter: float = DEFAULT_JITTER,
+        lease: float = 10.0,
+        wait_timeout: float | None = None,
+        l1_size: int = 10_000,
+        l1_ttl: float | None = None,
+        xfetch_beta: float | None = None,
+        serializer: Any = "json",
+        bloom: Any = None,
+        breaker: CircuitBreaker | None = None,
+        loader_limit: RateLimiter | None = None,
+    ) -> None:
+        checked = check_async_client(client, "Cache")
+        name = check_name(namespace, "Cache")
+        ttl = check_seconds(ttl, f"ttl of cache {name!r}")
+        if stale_ttl is None:
+            stale_ttl = ttl
+        elif stale_ttl != 0:
+            stale_ttl = check_seconds(stale_ttl, f"stale_ttl of cache {name!r}")
+        if isinstance(jitter, bool) or not isinstance(jitter, int | float) or not 0 <= jitter < 1:
+            raise ValueError(
+                f"jitter of cache {name!r} must be a fraction in [0, 1), got {jitter!r}"
+            )
+        lease = check_seconds(lease, f"lease of cache {name!r}")
+        waits = check_timeout(wait_timeout, f"wait_timeout of cache {name!r}")
+        if xfetch_beta is not None:
+            xfetch_beta = check_seconds(xfetch_beta, f"xfetch_beta of cache {name!r}")
+        l1_lifetime = min(5.0, ttl / 10) if l1_ttl is None else l1_ttl
+        l1_lifetime = check_seconds(l1_lifetime, f"l1_ttl of cache {name!r}")
+        if bloom is not None and not (
+            callable(getattr(bloom, "might_contain", None))
+            and callable(getattr(bloom, "add", None))
+        ):
+            raise TypeError(
+                f"bloom of cache {name!r} must be a seawall.BloomFilter (or have might_contain() "
+                f"and add()), got {type(bloom).__qualname__}"
+            )
+        super().__init__(
+            checked,
+            name,
+            ttl=ttl,
+            stale_ttl=float(stale_ttl),
+            absent_ttl=check_seconds(absent_ttl, f"absent_ttl of cache {name!r}"),
+            jitter=float(jitter),
+            lease=lease,
+            wait_timeout=2 * lease if waits is None else waits,
+            xfetch_beta=xfetch_beta,
+            serializer=make_serializer(serializer),
+            l1=L1(l1_size, l1_lifetime),
+            bloom=bloom,
+            breaker=breaker,
+            loader_limit=loader_limit,
+        )
+
+    def __repr__(self) -> str:
+        return f"<seawall.Cache {self.namespace!r} ttl={self.ttl}s>"
+
+    def _key(self, key: Any) -> str:
+        return cache_key(key, self.namespace)
+
+    def _ttl(self, ttl: Any) -> float | None:
+        return None if ttl is None else check_seconds(ttl, f"ttl of cache {self.namespace!r}")
+
+    async def get_or_load(
+        self, key: Any, loader: Callable[[], Any], ttl: float | None = None
+    ) -> Any:
+        """The value of `key`; on a miss `loader()` runs once for all callers everywhere.
+
+        `loader` returns the value, or None for "not found" (cached for absent_ttl). In
+        seawall.aio it may be an async function. An exception from it reaches every
+        caller waiting on that load in this process; nothing is cached.
+        """
+        text = self._key(key)
+        entry_ttl = self._ttl(ttl)
+        if not callable(loader):
+            raise TypeError(f"cache {self.namespace!r}: loader must be callable, got {loader!r}")
+        found = self.l1.get(text)
+        if found is not MISSING:
+            self._counters.add("l1_hits" if found is not None else "absent_hits")
+            return found
+        try:
+            return await self._load_shared(text, loader, entry_ttl)
+        except (RedisUnavailable, RedisError, OSError, TimeoutError) as exc:
+            if self.breaker is None:
+                raise
+            return await self._degraded(text, loader, exc)
+
+    async def _degraded(self, key: str, loader: Callable[[], Any], cause: Exception) -> Any:
+        """Redis is unreachable: a bounded-stale L1 copy, else the loader if its rate allows."""
+        stale = self.l1.get_stale(key, max(self.stale_ttl, self.l1.ttl))
+        if stale is not MISSING:
+            self._counters.add("stale_served")
+            return stale
+        limit = self.loader_limit
+        if limit is None or limit.try_acquire():
+            value = await async_call_loader(loader)
+            self._counters.add("loads")
+            return value
+        raise CacheUnavailable(
+            f"cache {self.namespace!r}: Redis is unreachable ({cause!r}), no recent copy of key "
+            f"{key!r} is held here, and the loader's rate limit is used up; retry in "
+            f"{limit.retry_after():.2f} s",
+            key=key,
+        ) from cause
+
+    async def get(self, key: Any, default: Any = None) -> Any:
+        """The cached value of `key` (a stale one too), or `default`; never loads."""
+        text = self._key(key)
+        found = self.l1.get(text)
+        if found is not MISSING:
+            self._counters.add("l1_hits" if found is not None else "absent_hits")
+            return default if found is None else found
+        epoch = self._fill_epoch()
+        reply = await run_script(
+            self._client, _FETCH, cache_keys(self.namespace, text).all, ("", 0, "", "")
+        )
+        if int(reply[0]) == 5:
+            self._counters.add("misses")
+            return default
+        value = self._decode(reply[1], text)
+        if value is CORRUPT:
+            return default
+        if int(reply[0]) == 1:
+            self._counters.add("l2_hits" if value is not None else "absent_hits")
+            self._remember(text, value, int(reply[2]) / 1000, epoch)
+        else:
+            self._counters.add("stale_served")
+        return default if value is None else value
+
+    async def set(self, key: Any, value: Any, ttl: float | None = None) -> None:
+        """Store `value` (None: "absent"); every process's L1 drops its copy.
+
+        A load of `key` in flight is voided: it cannot overwrite this value with one it
+        read before. With a Bloom filter, the key is added to it.
+        """
+        text = self._key(key)
+        entry_ttl = self._ttl(ttl)
+        payload = encode(self._serializer, value, self.namespace, text)
+        if value is not None and self.bloom is not None:
+            await async_call_loader(functools.partial(self.bloom.add, text))
+        epoch = self._fill_epoch()
+        keys = cache_keys(self.namespace, text)
+        await self._store(keys, text, "", value, payload, 0.0, entry_ttl, epoch)
+        self._dropped_here(text)
+
+    async def delete(self, key: Any) -> None:
+        """Drop `key` from Redis and from every process's L1; a load in flight is voided."""
+        text = self._key(key)
+        self.l1.discard(text)
+        channel, message = self._invalidation(text)
+        await run_script(
+            self._client,
+            _VOID,
+            cache_keys(self.namespace, text).all,
+            ("", CACHE_WAKE_PREFIX, channel, message),
+        )
+        self._dropped_here(text)
+
+    async def warm(
+        self, items: Mapping[Any, Any] | Iterable[tuple[Any, Any]], ttl: float | None = None
+    ) -> int:
+        """Write many entries in pipelined batches, each ttl jittered; returns the count.
+
+        Everything is encoded first: a key or value that fails raises before anything is
+        written.
+        """
+        entry_ttl = self._ttl(ttl)
+        pairs = items.items() if isinstance(items, Mapping) else items
+        prepared = []
+        for key, value in pairs:
+            text = self._key(key)
+            payload = encode(self._serializer, value, self.namespace, text)
+            fresh, stale = self._entry_ttls(value, entry_ttl)
+            prepared.append((text, value, payload, fresh, stale))
+        epoch = self._fill_epoch()
+        if not isinstance(self._client, redis.asyncio.cluster.RedisCluster):
+            await self._client.script_load(_STORE.source)
+        for start in range(0, len(prepared), WARM_BATCH):
+            batch = prepared[start : start + WARM_BATCH]
+            try:
+                await self._warm_batch(batch, epoch)
+            except NoScriptError:  # a node restarted or failed over meanwhile
+                await self._client.script_load(_STORE.source)
+                await self._warm_batch(batch, epoch)
+        # One message for the lot: every other L1 of this namespace starts afresh.
+        await self._client.publish(*self._invalidation(None))
+        listener = self._listener()
+        if listener is not None:
+            listener.clear_local(self.namespace, skip=self.l1)
+        return len(prepared)
+
+    async def _warm_batch(
+        self, batch: list[tuple[str, Any, bytes, float, float]], epoch: int | None
+    ) -> None:
+        if isinstance(self._client, redis.asyncio.cluster.RedisCluster):
+            # redis-py refuses scripts in Cluster pipelines: one call per entry there.
+            for text, value, payload, fresh, stale in batch:
+                args = ("", payload, ms(fresh + stale), ms(stale) if stale else 0, 0)
+                keys = cache_keys(self.namespace, text).all
+                await run_script(self._client, _STORE, keys, (*args, CACHE_WAKE_PREFIX, "", ""))
+                self._remember(text, value, fresh, epoch)
+            return
+        pipe = self._client.pipeline(transaction=False)
+        for text, _value, payload, fresh, stale in batch:
+            keys = cache_keys(self.namespace, text).all
+            pipe.evalsha(
+                _STORE.sha,
+                len(keys),
+                *keys,
+                "",
+                payload,
+                ms(fresh + stale),
+                ms(stale) if stale else 0,
+                0,
+                CACHE_WAKE_PREFIX,
+                "",
+                "",
+            )
+        await pipe.execute()
+        for text, value, _payload, fresh, _stale in batch:
+            self._remember(text, value, fresh, epoch)
+
+    def cached(
+        self, ttl: float | None = None, key: Callable[..., Any] | None = None
+    ) -> Callable[[F], F]:
+        """Decorator: cache a function's results; the key is built from its arguments.
+
+        The default key is the function's qualified name plus its arguments as JSON
+        (arguments JSON cannot encode are rendered with repr()); pass `key=` (a function of
+        the same arguments returning str, bytes or int) to choose it yourself.
+        """
+        entry_ttl = self._ttl(ttl)
+
+        def decorate(function: F) -> F:
+            prefix = f"{function.__module__}.{function.__qualname__}"
+
+            def make_key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+                if key is not None:
+                    return key(*args, **kwargs)
+                shown = json.dumps([args, sorted(kwargs.items())], default=repr)
+                return f"{prefix}:{shown}"
+
+            @functools.wraps(function)
+            async def wrapper(*args: Any, **kwargs: Any) -> Any:
+                return await self.get_or_load(
+                    make_key(args, kwargs), lambda: function(*args, **kwargs), entry_ttl
+                )
+
+            return wrapper  # type: ignore[return-value]
+
+        return decorate
+
+    def stats(self) -> CacheStats:
+        """Counters of this Cache object in this process (see CacheStats)."""
+        return self._counters.snapshot()

@@ -1,0 +1,369 @@
+"""The load path of seawall.aio.Cache: one loader per key per expiry, across all processes.
+
+In a process, concurrent callers of one key share one flight: only its leader talks to
+Redis. Across processes, one script reads the value or takes the key's load lease; the
+lease holder loads and writes back under its token, the others wait for the wake-up that
+the write publishes (or for the lease to run out, when they take over). A stale value is
+served at once while the lease holder refreshes it in the background.
+"""
+
+from __future__ import annotations
+
+import functools
+import secrets
+from collections.abc import Callable
+from typing import Any
+
+from redis.exceptions import RedisError
+
+from seawall import _concurrency
+from seawall._async.cache_base import (
+    _FETCH,
+    _STORE,
+    _VOID,
+    CORRUPT,
+    AsyncCacheBase,
+    RedisUnavailable,
+    ms,
+)
+from seawall._async.cache_waker import AsyncCacheWaker, get_cache_waker
+from seawall._cache_codec import ABSENT_PAYLOAD, CACHE_WAKE_PREFIX, CacheKeys, cache_keys, encode
+from seawall._concurrency import (
+    AsyncEvent,
+    async_background,
+    async_call_loader,
+    async_scope,
+    async_sleep,
+    async_spawn,
+)
+from seawall._freshness import xfetch_due
+from seawall.errors import CacheWaitTimeout
+
+FRESH, STALE_REFRESH, STALE, MISS_LOAD, MISS_WAIT = 1, 2, 3, 4, 5
+
+
+# Extra time a waiter gives a lease beyond its remaining ttl before it looks again.
+LEASE_GRACE = 0.01
+
+
+class _Flight:
+    """One load in this process that concurrent callers of the same key share."""
+
+    __slots__ = ("done", "error", "kind", "value")
+
+    def __init__(self) -> None:
+        self.done = AsyncEvent()
+        self.value: Any = None
+        self.error: BaseException | None = None
+        # What the callers who shared it count in stats(): a value from Redis, a stale
+        # one, or a wait for a load.
+        self.kind = "waits"
+
+
+class AsyncCacheCore(AsyncCacheBase):
+    """The load path shared by the public methods of seawall.aio.Cache."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._flights: dict[tuple[object, str], _Flight] = {}
+        self._refreshing: set[str] = set()
+
+    # --- one flight per key in this process ----------------------------------------------
+
+    async def _load_shared(self, key: str, loader: Callable[[], Any], ttl: float | None) -> Any:
+        # Flights are per event loop too: an asyncio event belongs to one loop.
+        slot = (async_scope(), key)
+        while True:
+            with self._mutex:
+                flight = self._flights.get(slot)
+                leader = flight is None
+                if flight is None:
+                    flight = self._flights[slot] = _Flight()
+            if leader:
+                try:
+                    flight.value, flight.kind = await self._resolve(key, loader, ttl)
+                except BaseException as exc:
+                    flight.error = exc
+                    raise
+                finally:
+                    with self._mutex:
+                        del self._flights[slot]
+                    flight.done.set()
+                return flight.value
+            if not await flight.done.wait(self.wait_timeout):
+                self._counters.add("waits")
+                raise self._wait_timeout(key)
+            if flight.error is None:
+                self._counters.add(flight.kind)
+                return flight.value
+            if isinstance(flight.error, Exception):
+                raise flight.error
+            # The leader was cancelled or interrupted, not failed: try again, maybe leading.
+
+    def _wait_timeout(self, key: str) -> CacheWaitTimeout:
+        return CacheWaitTimeout(
+            f"cache {self.namespace!r}: key {key!r} was being loaded by another caller for "
+            f"more than wait_timeout={self.wait_timeout} s; the loader may be stuck, or "
+            "raise wait_timeout (and lease) for slow loaders",
+            key=key,
+        )
+
+    # --- Redis: read, or take the lease, or wait ------------------------------------------
+
+    async def _fetch(self, keys: CacheKeys, token: str, waiter: str, early: bool) -> Any:
+        return await self._redis(
+            _FETCH, keys.all, (token, ms(self.lease), waiter, "1" if early else "")
+        )
+
+    async def _resolve(
+        self, key: str, loader: Callable[[], Any], ttl: float | None
+    ) -> tuple[Any, str]:
+        """The value, and what callers sharing this flight count in stats()."""
+        keys = cache_keys(self.namespace, key)
+        epoch = self._fill_epoch()
+        waker = get_cache_waker(self._client)
+        event = waker.watch(keys.value) if waker.ready else None
+        deadline = _concurrency.monotonic() + self.wait_timeout
+        waited = False
+        try:
+            while True:
+                token = secrets.token_hex(16)
+                if event is not None:
+                    event.clear()  # before the fetch: a wake-up during it stays set
+                # Queued only while the channel is listened to (the listener may have
+                # stopped, idle, since the last look).
+                queued = event is not None and waker.ready
+                reply = await self._fetch(keys, token, waker.id if queued else "", False)
+                status = int(reply[0])
+                if status == MISS_LOAD:
+                    self._counters.add("misses")
+                    if not await self._bloom_admits(key):
+                        self._counters.add("bloom_rejects")
+                        await self._store(keys, key, token, None, ABSENT_PAYLOAD, 0.0, ttl, epoch)
+                        return None, "absent_hits"
+                    value = await self._load_and_store(keys, key, loader, ttl, token, epoch)
+                    return value, "waits"
+                if status != MISS_WAIT:
+                    return await self._found(keys, key, loader, ttl, reply, token, epoch)
+                if not waited:
+                    waited = True
+                    self._counters.add("waits")
+                remaining = deadline - _concurrency.monotonic()
+                if remaining <= 0:
+                    raise self._wait_timeout(key)
+                lease_left = max(int(reply[1]), 0) / 1000 + LEASE_GRACE
+                event = await self._wait(waker, keys, event, min(lease_left, remaining))
+        finally:
+            if event is not None:
+                waker.unwatch(keys.value, event)
+
+    async def _wait(
+        self, waker: AsyncCacheWaker, keys: CacheKeys, event: AsyncEvent | None, bound: float
+    ) -> AsyncEvent | None:
+        """Wait for a wake-up (at most `bound` s); returns the event to wait on next time."""
+        if event is not None and waker.ready:
+            await event.wait(bound)
+            return event
+        # Not listening (yet, or any more): subscribe, then look again queued (a value
+        # landing before the subscription would otherwise wake nobody here).
+        if await waker.start(min(bound, 1.0)):
+            return event if event is not None else waker.watch(keys.value)
+        await async_sleep(bound)  # pub/sub unavailable: the lease's end still bounds this
+        return event
+
+    async def _found(
+        self,
+        keys: CacheKeys,
+        key: str,
+        loader: Callable[[], Any],
+        ttl: float | None,
+        reply: Any,
+        token: str,
+        epoch: int | None,
+    ) -> tuple[Any, str]:
+        status = int(reply[0])
+        value = self._decode(reply[1], key)
+        if value is CORRUPT:
+            if status == STALE_REFRESH:
+                return await self._load_and_store(keys, key, loader, ttl, token, epoch), "waits"
+            return await self._replace_corrupt(keys, key, loader, ttl, epoch), "waits"
+        fresh = int(reply[2]) / 1000
+        if status == FRESH:
+            kind = "l2_hits" if value is not None else "absent_hits"
+            self._counters.add(kind)
+            self._remember(key, value, fresh, epoch)
+            beta = self.xfetch_beta
+            if beta is not None and xfetch_due(fresh, int(reply[3]) / 1000, beta):
+                self._refresh_soon(keys, key, loader, ttl, None)
+            return value, kind
+        self._counters.add("stale_served")
+        if status == STALE_REFRESH:
+            self._refresh_soon(keys, key, loader, ttl, token)
+        return value, "stale_served"
+
+    async def _replace_corrupt(
+        self,
+        keys: CacheKeys,
+        key: str,
+        loader: Callable[[], Any],
+        ttl: float | None,
+        epoch: int | None,
+    ) -> Any:
+        token = secrets.token_hex(16)
+        reply = await self._fetch(keys, token, "", True)
+        if int(reply[0]) in (STALE_REFRESH, MISS_LOAD):
+            return await self._load_and_store(keys, key, loader, ttl, token, epoch)
+        # Another caller is replacing it already: answer from the loader, write nothing.
+        value = await async_call_loader(loader)
+        self._counters.add("loads")
+        return value
+
+    # --- loading and writing back ---------------------------------------------------------
+
+    async def _bloom_admits(self, key: str) -> bool:
+        """False when the Bloom filter says `key` surely does not exist."""
+        if self.bloom is None:
+            return True
+        try:
+            return bool(await async_call_loader(functools.partial(self.bloom.might_contain, key)))
+        except Exception as exc:  # the filter only saves loads: without it, load
+            _concurrency.log.warning(
+                "seawall: cache %r: the Bloom filter failed (%r); calling the loader",
+                self.namespace,
+                exc,
+            )
+            return True
+
+    async def _load_and_store(
+        self,
+        keys: CacheKeys,
+        key: str,
+        loader: Callable[[], Any],
+        ttl: float | None,
+        token: str,
+        epoch: int | None,
+        *,
+        give_back: bool = True,
+    ) -> Any:
+        started = _concurrency.monotonic()
+        try:
+            value = await async_call_loader(loader)
+            payload = encode(self._serializer, value, self.namespace, key)
+        except BaseException:
+            self._counters.add("load_errors")
+            if give_back:
+                # At once, so a waiter loads now rather than at the lease's end; in the
+                # background, so a cancelled caller still does it.
+                async_background(
+                    functools.partial(self._give_back, keys, token),
+                    f"giving back the load lease of cache key {key!r}",
+                )
+            raise
+        self._counters.add("loads")
+        took = _concurrency.monotonic() - started
+        try:
+            await self._store(keys, key, token, value, payload, took, ttl, epoch)
+        except (RedisUnavailable, RedisError, OSError, TimeoutError):
+            if self.breaker is None:
+                raise
+            # Redis went away during the load: the caller still gets what it paid for.
+            _concurrency.log.info(
+                "seawall: cache %r: key %r loaded but not written back: Redis unreachable",
+                self.namespace,
+                key,
+            )
+        return value
+
+    async def _store(
+        self,
+        keys: CacheKeys,
+        key: str,
+        token: str,
+        value: Any,
+        payload: bytes,
+        took: float,
+        ttl: float | None,
+        epoch: int | None,
+    ) -> None:
+        """Write back under the lease `token` ("" for an explicit set, which publishes)."""
+        fresh, stale = self._entry_ttls(value, ttl)
+        channel, message = self._invalidation(key) if not token else ("", "")
+        written = await self._redis(
+            _STORE,
+            keys.all,
+            (
+                token,
+                payload,
+                ms(fresh + stale),
+                ms(stale) if stale else 0,
+                ms(took) if took else 0,
+                CACHE_WAKE_PREFIX,
+                channel,
+                message,
+            ),
+        )
+        if int(written):
+            self._remember(key, value, fresh, epoch)
+        else:
+            self._counters.add("voided")
+            _concurrency.log.info(
+                "seawall: cache %r: the load of key %r was not written back: a delete or set "
+                "came while it ran (or its lease of %s s ran out)",
+                self.namespace,
+                key,
+                self.lease,
+            )
+
+    async def _give_back(self, keys: CacheKeys, token: str) -> None:
+        await self._redis(_VOID, keys.all, (token, CACHE_WAKE_PREFIX, "", ""))
+
+    def _refresh_soon(
+        self,
+        keys: CacheKeys,
+        key: str,
+        loader: Callable[[], Any],
+        ttl: float | None,
+        token: str | None,
+    ) -> None:
+        """Refresh `key` in the background; with `token`, under that lease (already taken)."""
+        with self._mutex:
+            if token is None and key in self._refreshing:
+                return
+            self._refreshing.add(key)
+        self._counters.add("refreshes")
+        async_spawn(
+            functools.partial(self._refresh, keys, key, loader, ttl, token),
+            f"seawall-cache-refresh {key!r}",
+        )
+
+    async def _refresh(
+        self,
+        keys: CacheKeys,
+        key: str,
+        loader: Callable[[], Any],
+        ttl: float | None,
+        token: str | None,
+    ) -> None:
+        try:
+            epoch = self._fill_epoch()
+            if token is None:
+                token = secrets.token_hex(16)
+                reply = await self._fetch(keys, token, "", True)
+                if int(reply[0]) not in (STALE_REFRESH, MISS_LOAD):
+                    return  # another process refreshes it
+            try:
+                # A failed refresh keeps its lease until it runs out: nobody waits for
+                # it (the stale value is served), and the lease paces the retries, so a
+                # failing database is not hit again on every read.
+                await self._load_and_store(keys, key, loader, ttl, token, epoch, give_back=False)
+            except Exception as exc:
+                _concurrency.log.warning(
+                    "seawall: cache %r: refreshing key %r failed (%r); the old value is "
+                    "served until it expires or a later refresh (after the lease) succeeds",
+                    self.namespace,
+                    key,
+                    exc,
+                )
+        finally:
+            with self._mutex:
+                self._refreshing.discard(key)

@@ -1,0 +1,147 @@
+"""How seawall.Cache names its Redis keys and turns values into bytes. No I/O.
+
+Values are JSON by default. msgpack is available with the `seawall[msgpack]` extra. pickle
+is only used when asked for by name: unpickling runs code chosen by whoever wrote the
+bytes, so anyone able to write to the Redis server could then run code in every process
+reading the cache. Choose it only when Redis is as trusted as the processes themselves.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from seawall._keys import PREFIX, tagged
+from seawall.errors import CacheSerializationError
+
+# Cache entries that record "the loader found nothing" hold this payload: no serializer
+# here encodes any value as zero bytes.
+ABSENT_PAYLOAD = b""
+
+# Wake-up channels of processes waiting for a value: "<CACHE_WAKE_PREFIX><waiter id>".
+CACHE_WAKE_PREFIX = f"{PREFIX}:cachewake:"
+
+
+class Serializer(Protocol):
+    def dumps(self, value: Any) -> bytes: ...
+
+    def loads(self, data: bytes) -> Any: ...
+
+
+class JsonSerializer:
+    name = "json"
+
+    def dumps(self, value: Any) -> bytes:
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        return text.encode()
+
+    def loads(self, data: bytes) -> Any:
+        return json.loads(data)
+
+
+class MsgpackSerializer:
+    name = "msgpack"
+
+    def __init__(self) -> None:
+        try:
+            import msgpack  # type: ignore[import-not-found,unused-ignore]
+        except ImportError:
+            raise ImportError(
+                "serializer='msgpack' needs the msgpack package: pip install 'seawall[msgpack]'"
+            ) from None
+        self._msgpack: Any = msgpack
+
+    def dumps(self, value: Any) -> bytes:
+        return bytes(self._msgpack.packb(value, use_bin_type=True))
+
+    def loads(self, data: bytes) -> Any:
+        return self._msgpack.unpackb(data, raw=False)
+
+
+class PickleSerializer:
+    """Only on request: see the module's docstring for why."""
+
+    name = "pickle"
+
+    def dumps(self, value: Any) -> bytes:
+        return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def loads(self, data: bytes) -> Any:
+        return pickle.loads(data)
+
+
+def make_serializer(choice: Any) -> Serializer:
+    if choice == "json":
+        return JsonSerializer()
+    if choice == "msgpack":
+        return MsgpackSerializer()
+    if choice == "pickle":
+        return PickleSerializer()
+    if hasattr(choice, "dumps") and hasattr(choice, "loads"):
+        return choice  # type: ignore[no-any-return]
+    raise ValueError(
+        f"serializer must be 'json', 'msgpack', 'pickle' or an object with dumps() and "
+        f"loads(), got {choice!r}"
+    )
+
+
+def encode(serializer: Serializer, value: Any, namespace: str, key: str) -> bytes:
+    """The payload stored for `value`; CacheSerializationError (nothing written) if it fails."""
+    if value is None:
+        return ABSENT_PAYLOAD
+    try:
+        data = serializer.dumps(value)
+    except Exception as exc:
+        raise CacheSerializationError(
+            f"cache {namespace!r}: the value for key {key!r} cannot be encoded by the "
+            f"{getattr(serializer, 'name', type(serializer).__qualname__)} serializer "
+            f"({exc}); convert it to plain types first, or choose another serializer",
+            key=key,
+        ) from exc
+    if not isinstance(data, bytes | bytearray) or not data:
+        raise CacheSerializationError(
+            f"cache {namespace!r}: the serializer returned {type(data).__qualname__} "
+            f"for key {key!r}; dumps() must return non-empty bytes",
+            key=key,
+        )
+    return bytes(data)
+
+
+def cache_key(key: Any, namespace: str) -> str:
+    """The text form of a user's key: str as is, int in decimal, bytes as UTF-8."""
+    if isinstance(key, str):
+        text = key
+    elif isinstance(key, int) and not isinstance(key, bool):
+        text = str(key)
+    elif isinstance(key, bytes):
+        try:
+            text = key.decode()
+        except UnicodeDecodeError:
+            raise TypeError(
+                f"cache {namespace!r}: key {key!r} is not UTF-8; decode it or pass a str"
+            ) from None
+    else:
+        raise TypeError(
+            f"cache {namespace!r}: a key must be str, bytes or int, got "
+            f"{type(key).__qualname__}: {key!r}; build a string key from it"
+        )
+    return text
+
+
+@dataclass(frozen=True, slots=True)
+class CacheKeys:
+    value: str  # hash: payload, stale window, duration of the last load
+    lease: str  # token of the process elected to load; gone when nobody loads
+    waiters: str  # ids of processes waiting for the value
+
+    @property
+    def all(self) -> tuple[str, str, str]:
+        return (self.value, self.lease, self.waiters)
+
+
+def cache_keys(namespace: str, key: str) -> CacheKeys:
+    """Keys of one cache entry; they share one hash tag, so the scripts run on Cluster."""
+    base = tagged("cache", f"{namespace}:{key}")
+    return CacheKeys(value=base, lease=f"{base}:lease", waiters=f"{base}:waiters")

@@ -1,0 +1,41 @@
+"""Counters of one seawall.Cache in one process, readable as a snapshot."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, fields
+
+
+@dataclass(frozen=True, slots=True)
+class CacheStats:
+    """What one Cache object did in this process since it was made."""
+
+    l1_hits: int = 0  # answered from this process's memory, no I/O
+    l2_hits: int = 0  # fresh values read from Redis
+    misses: int = 0  # nothing in Redis; this caller was elected to load
+    loads: int = 0  # loader calls that returned (including background refreshes)
+    load_errors: int = 0  # loader calls that raised
+    stale_served: int = 0  # logically expired values returned while a refresh runs
+    waits: int = 0  # callers that waited for a load by another caller or process
+    refreshes: int = 0  # background refreshes started (stale or early)
+    voided: int = 0  # loads not written back: a delete or set came while they ran
+    corrupt: int = 0  # values in Redis that could not be decoded (treated as misses)
+    absent_hits: int = 0  # "not found" answers served from the cache (either level)
+    bloom_rejects: int = 0  # misses the Bloom filter answered "absent" without the loader
+
+
+NAMES = tuple(f.name for f in fields(CacheStats))
+
+
+class Counters:
+    def __init__(self) -> None:
+        self._mutex = threading.Lock()
+        self._counts = dict.fromkeys(NAMES, 0)
+
+    def add(self, name: str, amount: int = 1) -> None:
+        with self._mutex:
+            self._counts[name] += amount
+
+    def snapshot(self) -> CacheStats:
+        with self._mutex:
+            return CacheStats(**self._counts)

