@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from seawall._sync.fence import fenced_read, fenced_write
 from seawall._sync.lock import Lock
+from seawall._sync.redlock import Redlock
 from seawall.errors import (
     LockError,
     LockNotOwnedError,
@@ -23,6 +24,7 @@ __all__ = [
     "LockError",
     "LockNotOwnedError",
     "LockTimeout",
+    "Redlock",
     "SeawallError",
     "ServerNotFoundError",
     "__version__",

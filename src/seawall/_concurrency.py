@@ -7,13 +7,16 @@ The implementations in `seawall/_async/` use the `Async*` / `async_*` names belo
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import os
+import queue
 import threading
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from concurrent.futures import Future
 from typing import Any, TypeVar
 
 log = logging.getLogger("seawall")
@@ -210,3 +213,142 @@ def fire(callback: Callable[[Any], Any], arg: Any) -> None:
         callback(arg)
     except Exception:
         log.exception("seawall: callback %r raised", callback)
+
+
+# --- Redlock: one request to each of several masters at once ------------------------------
+
+N = TypeVar("N")
+
+# Sync Redlock requests run on this many shared daemon threads at most (per process): never
+# a pool per acquire, and daemon threads so that a call stuck on a frozen master cannot
+# hold up interpreter exit.
+NODE_POOL_SIZE = 16
+
+
+def _retrieve(task: asyncio.Task[Any]) -> None:
+    # A call cancelled at its timeout may still end in an error; retrieve it so asyncio
+    # does not report it as never retrieved.
+    if not task.cancelled():
+        task.exception()
+
+
+async def async_each_node(
+    nodes: Sequence[N], call: Callable[[N], Awaitable[T]], timeout: float
+) -> list[T | BaseException]:
+    """`call(node)` for every node at once; each result or the exception it raised.
+
+    A call without an answer after `timeout` seconds is cancelled and reported as
+    TimeoutError.
+    """
+    tasks = [asyncio.ensure_future(call(node)) for node in nodes]
+    try:
+        await asyncio.wait(tasks, timeout=max(timeout, 0.0))
+    finally:
+        late = [task for task in tasks if not task.done()]
+        for task in late:
+            task.cancel()
+            task.add_done_callback(_retrieve)
+    results: list[T | BaseException] = []
+    for task in tasks:
+        if task in late or task.cancelled():
+            results.append(TimeoutError(f"no answer within {timeout:g} s"))
+        else:
+            results.append(task.exception() or task.result())
+    return results
+
+
+class _NodePool:
+    """A few daemon threads, started on demand, shared by every sync Redlock."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._work: queue.SimpleQueue[tuple[Future[Any], Callable[[Any], Any], Any]] = (
+            queue.SimpleQueue()
+        )
+        self._idle = threading.Semaphore(0)  # one release per worker waiting for work
+        self._threads = 0
+        self._mutex = threading.Lock()
+
+    def submit(self, call: Callable[[N], T], node: N) -> Future[T]:
+        future: Future[T] = Future()
+        self._work.put((future, call, node))
+        if not self._idle.acquire(blocking=False):
+            with self._mutex:
+                if self._threads < self._size:
+                    self._threads += 1
+                    threading.Thread(target=self._run, name="seawall-redlock", daemon=True).start()
+        return future
+
+    def _run(self) -> None:
+        while True:
+            future, call, node = self._work.get()
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(call(node))
+                except BaseException as exc:
+                    future.set_exception(exc)
+            del future, call, node  # drop references before idling
+            self._idle.release()
+
+
+_node_pool: _NodePool | None = None
+_node_pool_mutex = threading.Lock()
+# Calls still running past their timeout, per node (by id: a stuck call keeps its node
+# alive). A node with one is skipped until it answers, so a frozen master without a
+# socket_timeout ties up at most one pool thread per client instead of all of them.
+_stuck: dict[int, int] = {}
+
+
+def _get_node_pool() -> _NodePool:
+    global _node_pool
+    with _node_pool_mutex:
+        if _node_pool is None:
+            _node_pool = _NodePool(NODE_POOL_SIZE)
+        return _node_pool
+
+
+def _forget_node_pool() -> None:
+    # The parent's threads do not exist in a forked child.
+    global _node_pool, _node_pool_mutex
+    _node_pool, _node_pool_mutex = None, threading.Lock()
+    _stuck.clear()
+
+
+os.register_at_fork(after_in_child=_forget_node_pool)
+
+
+def _unstick(key: int) -> None:
+    with _node_pool_mutex:
+        left = _stuck.get(key, 1) - 1
+        if left > 0:
+            _stuck[key] = left
+        else:
+            _stuck.pop(key, None)
+
+
+def each_node(
+    nodes: Sequence[N], call: Callable[[N], T], timeout: float
+) -> list[T | BaseException]:
+    pool = _get_node_pool()
+    futures: list[Future[T] | None] = []
+    for node in nodes:
+        futures.append(None if id(node) in _stuck else pool.submit(call, node))
+    running = [future for future in futures if future is not None]
+    if running:
+        concurrent.futures.wait(running, timeout=max(timeout, 0.0))
+    results: list[T | BaseException] = []
+    for node, future in zip(nodes, futures, strict=True):
+        if future is None:
+            results.append(TimeoutError("an earlier request to this server is still unanswered"))
+        elif future.done():
+            results.append(future.exception() or future.result())
+        else:
+            if not future.cancel():
+                # Started and blocked (a frozen server, a client without socket_timeout):
+                # it cannot be interrupted, so skip this node until it comes back.
+                key = id(node)
+                with _node_pool_mutex:
+                    _stuck[key] = _stuck.get(key, 0) + 1
+                future.add_done_callback(lambda _, key=key: _unstick(key))  # type: ignore[misc]
+            results.append(TimeoutError(f"no answer within {timeout:g} s"))
+    return results

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from seawall._async.fence import fenced_read, fenced_write
 from seawall._async.lock import AsyncLock as Lock
+from seawall._async.redlock import AsyncRedlock as Redlock
 from seawall.errors import LockError, LockNotOwnedError, LockTimeout, SeawallError
 
 __all__ = [
@@ -11,6 +12,7 @@ __all__ = [
     "LockError",
     "LockNotOwnedError",
     "LockTimeout",
+    "Redlock",
     "SeawallError",
     "fenced_read",
     "fenced_write",
