@@ -223,6 +223,7 @@ N = TypeVar("N")
 # a pool per acquire, and daemon threads so that a call stuck on a frozen master cannot
 # hold up interpreter exit.
 NODE_POOL_SIZE = 16
+NODE_POOL_IDLE_EXIT = 5.0
 
 
 def _retrieve(task: asyncio.Task[Any]) -> None:
@@ -258,7 +259,12 @@ async def async_each_node(
 
 
 class _NodePool:
-    """A few daemon threads, started on demand, shared by every sync Redlock."""
+    """A few daemon threads, started on demand, shared by every sync Redlock.
+
+    A call stuck past its timeout (a frozen server, a client without socket_timeout)
+    cannot be interrupted; `stuck(+1)` lets one more thread start in its place, so stuck
+    calls never starve the others, and `stuck(-1)` takes the allowance back once it ends.
+    """
 
     def __init__(self, size: int) -> None:
         self._size = size
@@ -273,15 +279,34 @@ class _NodePool:
         future: Future[T] = Future()
         self._work.put((future, call, node))
         if not self._idle.acquire(blocking=False):
-            with self._mutex:
-                if self._threads < self._size:
-                    self._threads += 1
-                    threading.Thread(target=self._run, name="seawall-redlock", daemon=True).start()
+            self._grow()
         return future
+
+    def stuck(self, change: int) -> None:
+        with self._mutex:
+            self._size += change
+        if change > 0 and not self._work.empty():
+            self._grow()
+
+    def _grow(self) -> None:
+        with self._mutex:
+            if self._threads >= self._size:
+                return
+            self._threads += 1
+        threading.Thread(target=self._run, name="seawall-redlock", daemon=True).start()
 
     def _run(self) -> None:
         while True:
-            future, call, node = self._work.get()
+            try:
+                future, call, node = self._work.get(timeout=NODE_POOL_IDLE_EXIT)
+            except queue.Empty:
+                # Threads started for stuck calls leave once those calls have ended; the
+                # idle token taken here is this thread's own, so no submit counts on it.
+                with self._mutex:
+                    if self._threads > self._size and self._idle.acquire(blocking=False):
+                        self._threads -= 1
+                        return
+                continue
             if future.set_running_or_notify_cancel():
                 try:
                     future.set_result(call(node))
@@ -317,13 +342,14 @@ def _forget_node_pool() -> None:
 os.register_at_fork(after_in_child=_forget_node_pool)
 
 
-def _unstick(key: int) -> None:
+def _unstick(pool: _NodePool, key: int) -> None:
     with _node_pool_mutex:
         left = _stuck.get(key, 1) - 1
         if left > 0:
             _stuck[key] = left
         else:
             _stuck.pop(key, None)
+    pool.stuck(-1)
 
 
 def each_node(
@@ -349,6 +375,7 @@ def each_node(
                 key = id(node)
                 with _node_pool_mutex:
                     _stuck[key] = _stuck.get(key, 0) + 1
-                future.add_done_callback(lambda _, key=key: _unstick(key))  # type: ignore[misc]
+                pool.stuck(+1)
+                future.add_done_callback(lambda _, key=key: _unstick(pool, key))  # type: ignore[misc]
             results.append(TimeoutError(f"no answer within {timeout:g} s"))
     return results
