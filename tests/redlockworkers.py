@@ -93,11 +93,13 @@ def split_voter(
     "split:<round>". A client tries until it wins or sees the round won (locked()), then
     waits for the others; the winner releases after that. Returns one row per win:
     (round, attempts, acquired ns, validity end ns)."""
-    barrier = SHARED["barrier"]
+    barrier, won = SHARED["barrier"], SHARED["won"]
     if world == "async":
-        return asyncio.run(_split_async(urls, threads, rounds, barrier))
+        return asyncio.run(_split_async(urls, threads, rounds, barrier, won))
     wins: list[tuple[int, int, int, int]] = []
     clients = sync_clients(urls)
+    for client in clients:
+        client.ping()
 
     def client_loop() -> None:
         rng = random.Random()
@@ -110,8 +112,9 @@ def split_voter(
                 if lock.acquire(blocking=False):
                     now = time.monotonic_ns()
                     wins.append((round_no, attempts, now, now + int(lock.validity() * 1e9)))
+                    won.value = round_no + 1
                     break
-                if lock.locked():
+                if won.value > round_no:
                     break
                 time.sleep(_redlock.retry_delay(lock.retry_delay, rng))
             barrier.wait(60)
@@ -127,10 +130,12 @@ def split_voter(
 
 
 async def _split_async(
-    urls: list[str], tasks: int, rounds: int, barrier: Any
+    urls: list[str], tasks: int, rounds: int, barrier: Any, won: Any
 ) -> list[tuple[int, int, int, int]]:
     wins: list[tuple[int, int, int, int]] = []
     clients = async_clients(urls)
+    for client in clients:
+        await client.ping()
     loop = asyncio.get_running_loop()
 
     async def client_loop() -> None:
@@ -144,8 +149,9 @@ async def _split_async(
                 if await lock.acquire(blocking=False):
                     now = time.monotonic_ns()
                     wins.append((round_no, attempts, now, now + int(lock.validity() * 1e9)))
+                    won.value = round_no + 1
                     break
-                if await lock.locked():
+                if won.value > round_no:
                     break
                 await asyncio.sleep(_redlock.retry_delay(lock.retry_delay, rng))
             await loop.run_in_executor(None, barrier.wait, 60)
