@@ -307,7 +307,7 @@ def _pause_once() -> None:
         if not _PAUSE["armed"]:
             return
         _PAUSE["armed"] = False
-    _PAUSE["pipe"].send("stopping")
+    _PAUSE["pipe"].send(("stopping",))
     os.kill(os.getpid(), signal.SIGSTOP)
 
 
@@ -336,6 +336,7 @@ def paused_client(
         rows.append((name, sent, acquired, lock.validity()))
         if acquired:
             lock.release()
+    pipe.send(("done", rows))
     return rows
 
 
@@ -362,4 +363,5 @@ async def _paused_async(
             await lock.release()
     for client in clients:
         await client.aclose()
+    _PAUSE["pipe"].send(("done", rows))
     return rows

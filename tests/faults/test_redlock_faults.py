@@ -148,16 +148,21 @@ def _process_state(pid: int) -> str:
 
 
 def _resume_when_stopped(
-    process: Any, pipe: Any, hold_for: float, done: threading.Event, paused: list[float]
+    process: Any,
+    pipe: Any,
+    hold_for: float,
+    done: threading.Event,
+    paused: list[float],
+    outcomes: list[Any],
 ) -> None:
     """Each time the client says it stops itself, wait until it is stopped, keep it so
-    for `hold_for` seconds, then SIGCONT it."""
+    for `hold_for` seconds, then SIGCONT it; collect its outcomes at the end."""
     while not done.is_set():
-        try:
-            if not pipe.poll(0.05):
-                continue
-            pipe.recv()
-        except EOFError:  # the client finished its runs
+        if not pipe.poll(0.05):
+            continue
+        message = pipe.recv()
+        if message[0] == "done":
+            outcomes.extend(message[1])
             return
         deadline = time.monotonic() + 10
         while _process_state(process.pid) != "T" and time.monotonic() < deadline:
@@ -193,6 +198,7 @@ def test_frozen_master_and_paused_clients_never_two_holders(
     done = threading.Event()
     frozen: list[float] = []
     paused: list[float] = []
+    paused_outcomes: list[Any] = []
     freezer = threading.Thread(target=_freeze_masters, args=(masters, ttl, done, frozen))
     resumers = []
     pausing = []
@@ -205,7 +211,7 @@ def test_frozen_master_and_paused_clients_never_two_holders(
         resumers.append(
             threading.Thread(
                 target=_resume_when_stopped,
-                args=(process, parent_end, 1.5 * ttl, done, paused),
+                args=(process, parent_end, 1.5 * ttl, done, paused, paused_outcomes),
             )
         )
     with SPAWN.Pool(4, initializer=share, initargs=({"attempts": attempts},)) as pool:
@@ -237,6 +243,9 @@ def test_frozen_master_and_paused_clients_never_two_holders(
     assert len(successes) >= 150
     assert len(frozen) >= 3 and len(paused) == 6
     assert min(paused) > ttl
+    # A client paused past the ttl between sending and reading never reports a hold.
+    assert len(paused_outcomes) == 6
+    assert [row for row in paused_outcomes if row[2]] == []
     # No success with validity <= 0, and none claiming more than the keys can last (the
     # library's clock starts just after `sent`, so `sent` cannot bound it more tightly).
     for _name, _sent, _acquired, _end, validity in successes:
