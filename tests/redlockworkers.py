@@ -280,6 +280,7 @@ class _PausingConnection(redis.connection.Connection):
     def send_command(self, *args: Any, **kwargs: Any) -> None:
         self.last_command = str(args[0]).upper()
         super().send_command(*args, **kwargs)
+        _sent(self.last_command)
 
     def read_response(self, *args: Any, **kwargs: Any) -> Any:
         if getattr(self, "last_command", "").startswith("EVAL"):
@@ -291,6 +292,7 @@ class _AsyncPausingConnection(redis.asyncio.connection.Connection):
     async def send_command(self, *args: Any, **kwargs: Any) -> None:
         self.last_command = str(args[0]).upper()
         await super().send_command(*args, **kwargs)
+        _sent(self.last_command)
 
     async def read_response(self, *args: Any, **kwargs: Any) -> Any:
         if getattr(self, "last_command", "").startswith("EVAL"):
@@ -298,13 +300,22 @@ class _AsyncPausingConnection(redis.asyncio.connection.Connection):
         return await super().read_response(*args, **kwargs)
 
 
-_PAUSE: dict[str, Any] = {"armed": False, "pipe": None}
+# Armed before an acquire: the process stops once the acquire script has been sent to a
+# majority of the masters, at its next read, so their replies wait in the sockets while
+# it is stopped (and the validity check, not only the per-node timeout, must reject them).
+_PAUSE: dict[str, Any] = {"armed": False, "pipe": None, "sent": 0, "masters": 0}
 _PAUSE_MUTEX = threading.Lock()
+
+
+def _sent(command: str) -> None:
+    if command.startswith("EVAL"):
+        with _PAUSE_MUTEX:
+            _PAUSE["sent"] += 1
 
 
 def _pause_once() -> None:
     with _PAUSE_MUTEX:
-        if not _PAUSE["armed"]:
+        if not _PAUSE["armed"] or _PAUSE["sent"] < _PAUSE["masters"]:
             return
         _PAUSE["armed"] = False
     _PAUSE["pipe"].send(("stopping",))
@@ -318,6 +329,7 @@ def paused_client(
     parent resumes it after more than the ttl). Returns (name, sent ns, acquired,
     validity) per run."""
     _PAUSE["pipe"] = pipe
+    _PAUSE["masters"] = _redlock.quorum(len(urls))
     if world == "async":
         return asyncio.run(_paused_async(urls, names, ttl, runs))
     clients = [
@@ -331,11 +343,12 @@ def paused_client(
         name = names[run % len(names)]
         lock = seawall.Redlock(clients, name, ttl=ttl, node_timeout=ttl / 2.5, renew=False)
         sent = time.monotonic_ns()
-        _PAUSE["armed"] = True
+        _PAUSE.update(armed=True, sent=0)
         acquired = lock.acquire(blocking=False)
         rows.append((name, sent, acquired, lock.validity()))
         if acquired:
             lock.release()
+        time.sleep(0.2)  # let calls left behind by the pause finish
     pipe.send(("done", rows))
     return rows
 
@@ -356,11 +369,12 @@ async def _paused_async(
         name = names[run % len(names)]
         lock = seawall.aio.Redlock(clients, name, ttl=ttl, node_timeout=ttl / 2.5, renew=False)
         sent = time.monotonic_ns()
-        _PAUSE["armed"] = True
+        _PAUSE.update(armed=True, sent=0)
         acquired = await lock.acquire(blocking=False)
         rows.append((name, sent, acquired, lock.validity()))
         if acquired:
             await lock.release()
+        await asyncio.sleep(0.2)
     for client in clients:
         await client.aclose()
     _PAUSE["pipe"].send(("done", rows))
