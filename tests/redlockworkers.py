@@ -24,7 +24,7 @@ import redis.connection
 
 import seawall
 import seawall.aio
-from seawall import _redlock
+from seawall import _redlock, _scripts
 
 Interval = tuple[int, int]
 
@@ -57,7 +57,7 @@ def count_under_redlock(urls: list[str], world: str, name: str, n: int) -> list[
     if world == "async":
         return asyncio.run(_count_async(urls, name, n))
     clients = sync_clients(urls)
-    lock = seawall.Redlock(clients, name, ttl=5.0, retry_delay=0.01, timeout=30)
+    lock = seawall.Redlock(clients, name, ttl=5.0, node_timeout=0.25, retry_delay=0.01, timeout=30)
     ledger = []
     for _ in range(n):
         with lock:
@@ -70,7 +70,9 @@ def count_under_redlock(urls: list[str], world: str, name: str, n: int) -> list[
 
 async def _count_async(urls: list[str], name: str, n: int) -> list[Interval]:
     clients = async_clients(urls)
-    lock = seawall.aio.Redlock(clients, name, ttl=5.0, retry_delay=0.01, timeout=30)
+    lock = seawall.aio.Redlock(
+        clients, name, ttl=5.0, node_timeout=0.25, retry_delay=0.01, timeout=30
+    )
     ledger = []
     for _ in range(n):
         async with lock:
@@ -104,7 +106,9 @@ def split_voter(
     def client_loop() -> None:
         rng = random.Random()
         for round_no in range(rounds):
-            lock = seawall.Redlock(clients, f"split:{round_no}", ttl=5.0, retry_delay=0.02)
+            lock = seawall.Redlock(
+                clients, f"split:{round_no}", ttl=2.0, node_timeout=0.25, retry_delay=0.02
+            )
             barrier.wait(60)
             attempts = 0
             while attempts < 40:
@@ -141,7 +145,9 @@ async def _split_async(
     async def client_loop() -> None:
         rng = random.Random()
         for round_no in range(rounds):
-            lock = seawall.aio.Redlock(clients, f"split:{round_no}", ttl=5.0, retry_delay=0.02)
+            lock = seawall.aio.Redlock(
+                clients, f"split:{round_no}", ttl=2.0, node_timeout=0.25, retry_delay=0.02
+            )
             await loop.run_in_executor(None, barrier.wait, 60)
             attempts = 0
             while attempts < 40:
@@ -278,24 +284,24 @@ class _PausingConnection(redis.connection.Connection):
     a client paused at the worst moment of an acquire. Armed through `_PAUSE`."""
 
     def send_command(self, *args: Any, **kwargs: Any) -> None:
-        self.last_command = str(args[0]).upper()
+        self.acquiring = _is_acquire(args)
         super().send_command(*args, **kwargs)
-        _sent(self.last_command)
+        _sent(self.acquiring)
 
     def read_response(self, *args: Any, **kwargs: Any) -> Any:
-        if getattr(self, "last_command", "").startswith("EVAL"):
+        if getattr(self, "acquiring", False):
             _pause_once()
         return super().read_response(*args, **kwargs)
 
 
 class _AsyncPausingConnection(redis.asyncio.connection.Connection):
     async def send_command(self, *args: Any, **kwargs: Any) -> None:
-        self.last_command = str(args[0]).upper()
+        self.acquiring = _is_acquire(args)
         await super().send_command(*args, **kwargs)
-        _sent(self.last_command)
+        _sent(self.acquiring)
 
     async def read_response(self, *args: Any, **kwargs: Any) -> Any:
-        if getattr(self, "last_command", "").startswith("EVAL"):
+        if getattr(self, "acquiring", False):
             _pause_once()
         return await super().read_response(*args, **kwargs)
 
@@ -307,8 +313,16 @@ _PAUSE: dict[str, Any] = {"armed": False, "pipe": None, "sent": 0, "masters": 0}
 _PAUSE_MUTEX = threading.Lock()
 
 
-def _sent(command: str) -> None:
-    if command.startswith("EVAL"):
+_ACQUIRE_SCRIPT = _scripts.load("redlock_acquire")
+
+
+def _is_acquire(args: tuple[Any, ...]) -> bool:
+    """Whether a command runs the Redlock acquire script (by SHA or by source)."""
+    return len(args) > 1 and str(args[1]) in (_ACQUIRE_SCRIPT.sha, _ACQUIRE_SCRIPT.source)
+
+
+def _sent(acquiring: bool) -> None:
+    if acquiring:
         with _PAUSE_MUTEX:
             _PAUSE["sent"] += 1
 
@@ -326,8 +340,8 @@ def paused_client(
     urls: list[str], world: str, names: list[str], ttl: float, runs: int, pipe: Any
 ) -> list[tuple[str, int, bool, float]]:
     """`runs` acquire attempts, each paused by SIGSTOP between sending and reading (the
-    parent resumes it after more than the ttl). Returns (name, sent ns, acquired,
-    validity) per run."""
+    parent resumes it after more than the ttl; an attempt that did not stop is retried).
+    Returns (name, sent ns, acquired, validity) per run."""
     _PAUSE["pipe"] = pipe
     _PAUSE["masters"] = _redlock.quorum(len(urls))
     if world == "async":
@@ -339,16 +353,20 @@ def paused_client(
         for url in urls
     ]
     rows = []
-    for run in range(runs):
+    for run in range(3 * runs):
         name = names[run % len(names)]
         lock = seawall.Redlock(clients, name, ttl=ttl, node_timeout=ttl / 2.5, renew=False)
         sent = time.monotonic_ns()
         _PAUSE.update(armed=True, sent=0)
         acquired = lock.acquire(blocking=False)
-        rows.append((name, sent, acquired, lock.validity()))
+        stopped, _PAUSE["armed"] = not _PAUSE["armed"], False
+        if stopped:  # (a master skipped as busy can leave too few requests to stop at)
+            rows.append((name, sent, acquired, lock.validity()))
         if acquired:
             lock.release()
         time.sleep(0.2)  # let calls left behind by the pause finish
+        if len(rows) == runs:
+            break
     pipe.send(("done", rows))
     return rows
 
@@ -365,16 +383,20 @@ async def _paused_async(
         for url in urls
     ]
     rows = []
-    for run in range(runs):
+    for run in range(3 * runs):
         name = names[run % len(names)]
         lock = seawall.aio.Redlock(clients, name, ttl=ttl, node_timeout=ttl / 2.5, renew=False)
         sent = time.monotonic_ns()
         _PAUSE.update(armed=True, sent=0)
         acquired = await lock.acquire(blocking=False)
-        rows.append((name, sent, acquired, lock.validity()))
+        stopped, _PAUSE["armed"] = not _PAUSE["armed"], False
+        if stopped:
+            rows.append((name, sent, acquired, lock.validity()))
         if acquired:
             await lock.release()
         await asyncio.sleep(0.2)
+        if len(rows) == runs:
+            break
     for client in clients:
         await client.aclose()
     _PAUSE["pipe"].send(("done", rows))

@@ -19,6 +19,8 @@ from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from concurrent.futures import Future
 from typing import Any, TypeVar
 
+from redis.exceptions import ResponseError
+
 log = logging.getLogger("seawall")
 # A library leaves output to the application: lost leases are reported through on_lost and
 # LockNotOwnedError; the log records are there for whoever configures logging.
@@ -83,9 +85,7 @@ class AsyncWorker:
     """A background loop: an asyncio task here, a daemon thread in the sync twin."""
 
     def __init__(self, target: Callable[[], Coroutine[Any, Any, None]], name: str) -> None:
-        self._task: asyncio.Task[None] = asyncio.get_running_loop().create_task(
-            target(), name=name
-        )
+        self._task: asyncio.Task[None] = asyncio.get_running_loop().create_task(target(), name=name)
 
     def alive(self) -> bool:
         return not self._task.done()
@@ -234,14 +234,11 @@ def _retrieve(task: asyncio.Task[Any]) -> None:
 
 
 async def async_each_node(
-    nodes: Sequence[N], call: Callable[[N], Awaitable[T]], timeout: float
-) -> list[T | BaseException]:
-    """`call(node)` for every node at once; each result or the exception it raised.
-
-    A call without an answer after `timeout` seconds is cancelled and reported as
-    TimeoutError.
-    """
-    tasks = [asyncio.ensure_future(call(node)) for node in nodes]
+    clients: Sequence[Any], command: Sequence[Any], timeout: float
+) -> list[Any]:
+    """Send `command` to every client's server at once; each reply, or the exception it
+    raised (TimeoutError when no reply came within `timeout`: the call is cancelled)."""
+    tasks = [asyncio.ensure_future(client.execute_command(*command)) for client in clients]
     try:
         await asyncio.wait(tasks, timeout=max(timeout, 0.0))
     finally:
@@ -249,7 +246,7 @@ async def async_each_node(
         for task in late:
             task.cancel()
             task.add_done_callback(_retrieve)
-    results: list[T | BaseException] = []
+    results: list[Any] = []
     for task in tasks:
         if task in late or task.cancelled():
             results.append(TimeoutError(f"no answer within {timeout:g} s"))
@@ -318,10 +315,10 @@ class _NodePool:
 
 _node_pool: _NodePool | None = None
 _node_pool_mutex = threading.Lock()
-# Calls still running past their timeout, per node (by id: a stuck call keeps its node
-# alive). A node with one is skipped until it answers, so a frozen master without a
-# socket_timeout ties up at most one pool thread per client instead of all of them.
-_stuck: dict[int, int] = {}
+# Clients (by id: the call keeps its client alive) with a request on the pool threads
+# still unanswered. Such a client is skipped by everyone until it answers, so a frozen
+# master without a socket_timeout ties up one pool thread per client, never all of them.
+_in_flight: dict[int, int] = {}
 
 
 def _get_node_pool() -> _NodePool:
@@ -333,49 +330,166 @@ def _get_node_pool() -> _NodePool:
 
 
 def _forget_node_pool() -> None:
-    # The parent's threads do not exist in a forked child.
+    # The parent's threads (and connections' states) do not carry over into a forked child.
     global _node_pool, _node_pool_mutex
     _node_pool, _node_pool_mutex = None, threading.Lock()
-    _stuck.clear()
+    _in_flight.clear()
+    _answering.clear()
+    _parked.clear()
 
 
 os.register_at_fork(after_in_child=_forget_node_pool)
 
 
-def _unstick(pool: _NodePool, key: int) -> None:
+def _landed(key: int) -> None:
     with _node_pool_mutex:
-        left = _stuck.get(key, 1) - 1
+        left = _in_flight.get(key, 1) - 1
         if left > 0:
-            _stuck[key] = left
+            _in_flight[key] = left
         else:
-            _stuck.pop(key, None)
-    pool.stuck(-1)
+            _in_flight.pop(key, None)
 
 
-def each_node(
-    nodes: Sequence[N], call: Callable[[N], T], timeout: float
-) -> list[T | BaseException]:
+def each_node(clients: Sequence[Any], command: Sequence[Any], timeout: float) -> list[Any]:
+    """Send `command` to every client's server at once; each reply, or the exception it
+    raised (TimeoutError when no reply came within `timeout`).
+
+    From the calling thread, with no thread hand-off, for masters that answered last
+    time: the command goes out on one pooled connection per master, then each reply is
+    read with what is left of the timeout. A master that did not answer in time parks
+    that connection (its reply still due) and, like a master not known to answer (first
+    use, after an error), is asked through the shared pool threads instead, because
+    opening a connection to a frozen server would block; while such a request is
+    unanswered, that master is skipped.
+    """
+    deadline = monotonic() + max(timeout, 0.0)
+    results: list[Any] = [None] * len(clients)
+    sent: list[tuple[int, Any, Any]] = []  # (index, pool, connection) awaiting a reply
+    suspect: list[int] = []
+    for index, client in enumerate(clients):
+        if id(client) in _in_flight:
+            results[index] = TimeoutError("an earlier request to this server is unanswered")
+        elif not _drain_parked(client) or client not in _answering:
+            suspect.append(index)
+        else:
+            pool = client.connection_pool
+            try:
+                connection = _pooled_connection(pool)
+            except Exception as exc:
+                _answering.discard(client)
+                results[index] = exc
+                continue
+            try:
+                connection.send_command(*command)
+            except BaseException as exc:
+                connection.disconnect()
+                pool.release(connection)
+                _answering.discard(client)
+                if not isinstance(exc, Exception):
+                    raise
+                results[index] = exc
+                continue
+            sent.append((index, pool, connection))
+    if suspect:
+        # Sent before the replies below are read, so both wait at the same time.
+        late = _each_node_on_threads([clients[i] for i in suspect], command, deadline)
+    for index, pool, connection in sent:
+        results[index] = _read_reply(clients[index], pool, connection, deadline, timeout)
+    if suspect:
+        for index, result in zip(suspect, late(), strict=True):
+            results[index] = result
+    return results
+
+
+# Clients whose last request was answered in time: they use the fast path.
+_answering: weakref.WeakSet[Any] = weakref.WeakSet()
+# Connections left with a reply due, per client: (pool, connection).
+_parked: weakref.WeakKeyDictionary[Any, tuple[Any, Any]] = weakref.WeakKeyDictionary()
+
+
+def _pooled_connection(pool: Any) -> Any:
+    try:
+        return pool.get_connection()
+    except TypeError:  # redis-py before 5.3 wants a command name
+        return pool.get_connection("EVALSHA")
+
+
+def _drain_parked(client: Any) -> bool:
+    """True when `client` has no reply due (any late one has now been read)."""
+    with _node_pool_mutex:
+        parked = _parked.pop(client, None)
+    if parked is None:
+        return True
+    pool, connection = parked
+    try:
+        if not connection.can_read(timeout=0):
+            with _node_pool_mutex:
+                _parked[client] = parked
+            return False
+        with contextlib.suppress(ResponseError):
+            connection.read_response()
+    except Exception:
+        connection.disconnect()
+    pool.release(connection)
+    return True
+
+
+def _read_reply(client: Any, pool: Any, connection: Any, deadline: float, timeout: float) -> Any:
+    try:
+        # can_read(0) still returns a reply that has already arrived, even past the deadline.
+        if not connection.can_read(timeout=max(deadline - monotonic(), 0.0)):
+            with _node_pool_mutex:
+                _parked[client] = (pool, connection)
+            _answering.discard(client)
+            return TimeoutError(f"no answer within {timeout:g} s")
+        reply = connection.read_response()
+    except ResponseError as exc:  # an error reply: the connection itself is fine
+        pool.release(connection)
+        return exc
+    except BaseException as exc:
+        connection.disconnect()
+        pool.release(connection)
+        _answering.discard(client)
+        if not isinstance(exc, Exception):
+            raise
+        return exc
+    pool.release(connection)
+    return reply
+
+
+def _each_node_on_threads(
+    clients: Sequence[Any], command: Sequence[Any], deadline: float
+) -> Callable[[], list[Any]]:
+    """Start `command` on the pool threads; the returned function collects the replies."""
     pool = _get_node_pool()
-    futures: list[Future[T] | None] = []
-    for node in nodes:
-        futures.append(None if id(node) in _stuck else pool.submit(call, node))
-    running = [future for future in futures if future is not None]
-    if running:
-        concurrent.futures.wait(running, timeout=max(timeout, 0.0))
-    results: list[T | BaseException] = []
-    for node, future in zip(nodes, futures, strict=True):
-        if future is None:
-            results.append(TimeoutError("an earlier request to this server is still unanswered"))
-        elif future.done():
-            results.append(future.exception() or future.result())
-        else:
+
+    def call(client: Any) -> Any:
+        reply = client.execute_command(*command)
+        _answering.add(client)
+        return reply
+
+    futures = []
+    for client in clients:
+        key = id(client)
+        with _node_pool_mutex:
+            _in_flight[key] = _in_flight.get(key, 0) + 1
+        future = pool.submit(call, client)
+        future.add_done_callback(lambda _, key=key: _landed(key))  # type: ignore[misc]
+        futures.append(future)
+
+    def collect() -> list[Any]:
+        concurrent.futures.wait(futures, timeout=max(deadline - monotonic(), 0.0))
+        results: list[Any] = []
+        for future in futures:
+            if future.done():
+                results.append(future.exception() or future.result())
+                continue
             if not future.cancel():
                 # Started and blocked (a frozen server, a client without socket_timeout):
-                # it cannot be interrupted, so skip this node until it comes back.
-                key = id(node)
-                with _node_pool_mutex:
-                    _stuck[key] = _stuck.get(key, 0) + 1
+                # it cannot be interrupted; let another thread take its place meanwhile.
                 pool.stuck(+1)
-                future.add_done_callback(lambda _, key=key: _unstick(pool, key))  # type: ignore[misc]
-            results.append(TimeoutError(f"no answer within {timeout:g} s"))
-    return results
+                future.add_done_callback(lambda _: pool.stuck(-1))
+            results.append(TimeoutError("no answer in time"))
+        return results
+
+    return collect

@@ -100,24 +100,28 @@ def test_two_of_five_down_still_acquire_three_down_fail_fast(
 
 
 def test_sync_frozen_masters_do_not_exhaust_the_shared_pool(seawall_masters_factory: Any) -> None:
-    """Clients without socket_timeout on 2 SIGSTOPped masters: 200 acquires from 8 threads,
-    each bounded by the per-node timeout. The first wave's reads on the frozen masters
-    block pool threads for good; later ones skip those masters, and the pool starts
-    replacements, so healthy masters never wait behind stuck calls."""
+    """Clients without socket_timeout, 2 of 5 masters SIGSTOPped: 200 acquires from 8
+    threads. A read on a frozen master blocks its thread for good, so each client has at
+    most one request on the shared pool threads at a time (others skip that master
+    meanwhile); masters that answer are then asked from the calling thread, bounded by
+    the per-node timeout. Every acquire succeeds, the pool stays small."""
     masters = seawall_masters_factory(5)
     clients = [redis.Redis.from_url(m.url, socket_timeout=None) for m in masters]
     masters[0].pause()
     masters[1].pause()
-    outcomes: list[tuple[int, bool, float]] = []
+    outcomes: list[tuple[int, bool, float, int]] = []
 
     def worker(index: int) -> None:
         for run in range(25):
-            lock = seawall.Redlock(clients, f"pool-{index}-{run}", ttl=2.0, node_timeout=0.1)
+            lock = seawall.Redlock(
+                clients, f"pool-{index}-{run}", ttl=2.0, node_timeout=0.1, retry_delay=0.05
+            )
             started = time.monotonic()
-            taken = lock.acquire(blocking=False)
+            taken = lock.acquire(timeout=1.0)
+            took = time.monotonic() - started
             if taken:
                 lock.release()
-            outcomes.append((run, taken, time.monotonic() - started))
+            outcomes.append((run, taken, took, lock.attempts))
 
     try:
         threads = [threading.Thread(target=worker, args=(i,)) for i in range(8)]
@@ -129,15 +133,14 @@ def test_sync_frozen_masters_do_not_exhaust_the_shared_pool(seawall_masters_fact
         masters[0].resume()
         masters[1].resume()
     assert len(outcomes) == 200
-    # Every acquire (+ release) is bounded by two rounds of the per-node timeout...
-    assert max(took for _, _, took in outcomes) <= 2 * NODE_TIMEOUT + SLACK
-    # ... only the first wave may fail (healthy masters' calls queued behind stuck ones)...
-    assert [run for run, taken, _ in outcomes if not taken and run >= 2] == []
-    # ... and skipping a stuck master costs nothing: most cycles wait for no timeout.
-    assert sorted(took for _, _, took in outcomes)[100] < NODE_TIMEOUT
+    assert all(taken for _, taken, _, _ in outcomes)
+    assert max(took for _, _, took, _ in outcomes) <= 1.0 + 2 * NODE_TIMEOUT + SLACK
+    # Once the masters that answer are known, an acquire waits for no timeout at all.
+    later = sorted(took for run, _, took, _ in outcomes if run >= 2)
+    assert later[len(later) // 2] < NODE_TIMEOUT
+    assert sorted(attempts for run, _, _, attempts in outcomes if run >= 2)[len(later) // 2] == 1
     pool_threads = [t for t in threading.enumerate() if t.name == "seawall-redlock"]
-    # The pool plus, at most, one replacement per call stuck on a frozen master.
-    assert len(pool_threads) <= 2 * seawall._concurrency.NODE_POOL_SIZE
+    assert len(pool_threads) <= seawall._concurrency.NODE_POOL_SIZE
 
 
 # --- acceptance 3: a frozen master and paused clients; never two holders -------------------
@@ -241,7 +244,7 @@ def test_frozen_master_and_paused_clients_never_two_holders(
     successes = [row for row in rows if row[2] >= 0]
     assert len(rows) >= target
     assert len(successes) >= 150
-    assert len(frozen) >= 3 and len(paused) == 6
+    assert len(frozen) >= 3 and len(paused) >= 6
     assert min(paused) > ttl
     # A client paused past the ttl between sending and reading never reports a hold.
     assert len(paused_outcomes) == 6

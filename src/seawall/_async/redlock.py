@@ -14,11 +14,10 @@ from types import TracebackType
 from typing import Any
 
 import redis.asyncio.cluster
-from redis.exceptions import ResponseError
+from redis.exceptions import NoScriptError, ResponseError
 
 from seawall import _concurrency, _lease, _redlock, _scripts
 from seawall._async.renewer import get_renewer
-from seawall._async.scripts import run_script
 from seawall._concurrency import async_background, async_each_node, async_fire, async_owner
 from seawall._keys import tagged
 from seawall._validate import (
@@ -160,15 +159,29 @@ class AsyncRedlock:
         keys: Sequence[str],
         args: Sequence[Any],
         timeout: float | None = None,
+        clients: Sequence[AsyncClient] | None = None,
     ) -> list[Any]:
-        """Run `script` on every master at once; each reply, or the exception it raised."""
+        """Run `script` on every master at once; each reply, or the exception it raised.
 
-        async def call(client: AsyncClient) -> Any:
-            return await run_script(client, script, keys, args)
-
-        return await async_each_node(
-            self._clients, call, self.node_timeout if timeout is None else timeout
+        Like `run_script`, by SHA first, then (only on masters that answered NOSCRIPT,
+        after a restart or SCRIPT FLUSH) with its source, in a second round that gets its
+        own timeout: the validity counts the time either way.
+        """
+        targets = self._clients if clients is None else clients
+        wait = self.node_timeout if timeout is None else timeout
+        replies = await async_each_node(
+            targets, ("EVALSHA", script.sha, len(keys), *keys, *args), wait
         )
+        missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+        if missing:
+            again = await async_each_node(
+                [targets[i] for i in missing],
+                ("EVAL", script.source, len(keys), *keys, *args),
+                wait,
+            )
+            for index, reply in zip(missing, again, strict=True):
+                replies[index] = reply
+        return replies
 
     async def _release_all(self, token: str) -> list[Any]:
         return await self._on_all(_RELEASE, (self.key,), (token,))
@@ -214,13 +227,12 @@ class AsyncRedlock:
 
     async def _raise_fence(self, token: str, plan: _redlock.FencePlan) -> int:
         """Raise lagging granting masters to the fence; how many now hold it."""
-        lagging = [self._clients[i] for i in plan.to_raise]
-        keys = (self.key, self._fence_key)
-
-        async def call(client: AsyncClient) -> Any:
-            return await run_script(client, _RAISE_FENCE, keys, (token, plan.fence))
-
-        replies = await async_each_node(lagging, call, self.node_timeout)
+        replies = await self._on_all(
+            _RAISE_FENCE,
+            (self.key, self._fence_key),
+            (token, plan.fence),
+            clients=[self._clients[i] for i in plan.to_raise],
+        )
         return sum(1 for reply in replies if _is_one(reply))
 
     async def release(self) -> None:
@@ -292,11 +304,7 @@ class AsyncRedlock:
 
     async def locked(self) -> bool:
         """Whether a majority of the masters hold the key now (anyone's hold)."""
-
-        async def call(client: AsyncClient) -> Any:
-            return await client.exists(self.key)
-
-        replies = await async_each_node(self._clients, call, self.node_timeout)
+        replies = await async_each_node(self._clients, ("EXISTS", self.key), self.node_timeout)
         return sum(1 for reply in replies if _is_one(reply)) >= self._quorum
 
     async def owned(self) -> bool:
@@ -306,11 +314,7 @@ class AsyncRedlock:
         if hold is None or hold.lost or _concurrency.monotonic() >= hold.deadline:
             return False
         token = hold.token
-
-        async def call(client: AsyncClient) -> Any:
-            return await client.get(self.key)
-
-        replies = await async_each_node(self._clients, call, self.node_timeout)
+        replies = await async_each_node(self._clients, ("GET", self.key), self.node_timeout)
         mine = sum(
             1
             for reply in replies

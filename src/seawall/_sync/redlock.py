@@ -15,11 +15,10 @@ from types import TracebackType
 from typing import Any
 
 import redis.cluster
-from redis.exceptions import ResponseError
+from redis.exceptions import NoScriptError, ResponseError
 
 from seawall import _concurrency, _lease, _redlock, _scripts
 from seawall._sync.renewer import get_renewer
-from seawall._sync.scripts import run_script
 from seawall._concurrency import background, each_node, fire, owner
 from seawall._keys import tagged
 from seawall._validate import (
@@ -161,15 +160,29 @@ class Redlock:
         keys: Sequence[str],
         args: Sequence[Any],
         timeout: float | None = None,
+        clients: Sequence[Client] | None = None,
     ) -> list[Any]:
-        """Run `script` on every master at once; each reply, or the exception it raised."""
+        """Run `script` on every master at once; each reply, or the exception it raised.
 
-        def call(client: Client) -> Any:
-            return run_script(client, script, keys, args)
-
-        return each_node(
-            self._clients, call, self.node_timeout if timeout is None else timeout
+        Like `run_script`, by SHA first, then (only on masters that answered NOSCRIPT,
+        after a restart or SCRIPT FLUSH) with its source, in a second round that gets its
+        own timeout: the validity counts the time either way.
+        """
+        targets = self._clients if clients is None else clients
+        wait = self.node_timeout if timeout is None else timeout
+        replies = each_node(
+            targets, ("EVALSHA", script.sha, len(keys), *keys, *args), wait
         )
+        missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+        if missing:
+            again = each_node(
+                [targets[i] for i in missing],
+                ("EVAL", script.source, len(keys), *keys, *args),
+                wait,
+            )
+            for index, reply in zip(missing, again, strict=True):
+                replies[index] = reply
+        return replies
 
     def _release_all(self, token: str) -> list[Any]:
         return self._on_all(_RELEASE, (self.key,), (token,))
@@ -215,13 +228,12 @@ class Redlock:
 
     def _raise_fence(self, token: str, plan: _redlock.FencePlan) -> int:
         """Raise lagging granting masters to the fence; how many now hold it."""
-        lagging = [self._clients[i] for i in plan.to_raise]
-        keys = (self.key, self._fence_key)
-
-        def call(client: Client) -> Any:
-            return run_script(client, _RAISE_FENCE, keys, (token, plan.fence))
-
-        replies = each_node(lagging, call, self.node_timeout)
+        replies = self._on_all(
+            _RAISE_FENCE,
+            (self.key, self._fence_key),
+            (token, plan.fence),
+            clients=[self._clients[i] for i in plan.to_raise],
+        )
         return sum(1 for reply in replies if _is_one(reply))
 
     def release(self) -> None:
@@ -293,11 +305,7 @@ class Redlock:
 
     def locked(self) -> bool:
         """Whether a majority of the masters hold the key now (anyone's hold)."""
-
-        def call(client: Client) -> Any:
-            return client.exists(self.key)
-
-        replies = each_node(self._clients, call, self.node_timeout)
+        replies = each_node(self._clients, ("EXISTS", self.key), self.node_timeout)
         return sum(1 for reply in replies if _is_one(reply)) >= self._quorum
 
     def owned(self) -> bool:
@@ -307,11 +315,7 @@ class Redlock:
         if hold is None or hold.lost or _concurrency.monotonic() >= hold.deadline:
             return False
         token = hold.token
-
-        def call(client: Client) -> Any:
-            return client.get(self.key)
-
-        replies = each_node(self._clients, call, self.node_timeout)
+        replies = each_node(self._clients, ("GET", self.key), self.node_timeout)
         mine = sum(
             1
             for reply in replies
