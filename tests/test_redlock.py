@@ -321,3 +321,28 @@ def test_bad_arguments_raise(seawall_masters: Any) -> None:
     cluster = redis.cluster.RedisCluster.__new__(redis.cluster.RedisCluster)
     with pytest.raises(TypeError, match="independent masters, not on a Redis Cluster"):
         seawall.Redlock([cluster, *clients[:2]], "b")
+
+
+def test_an_error_from_every_master_is_raised_not_retried(seawall_masters: Any) -> None:
+    admins = [m.client() for m in seawall_masters]
+    for admin in admins:
+        admin.acl_setuser(
+            "nolua",
+            enabled=True,
+            passwords=["+pw"],
+            keys=["*"],
+            commands=["+@all", "-evalsha", "-eval"],
+        )
+    try:
+        clients = [
+            redis.Redis(host="127.0.0.1", port=m.port, username="nolua", password="pw")
+            for m in seawall_masters
+        ]
+        lock = seawall.Redlock(clients, "acl", ttl=5.0, node_timeout=0.25)
+        started = time.monotonic()
+        with pytest.raises(redis.exceptions.NoPermissionError):
+            lock.acquire(timeout=5)
+        assert time.monotonic() - started < 2
+    finally:
+        for admin in admins:
+            admin.acl_deluser("nolua")

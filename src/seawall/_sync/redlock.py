@@ -396,11 +396,13 @@ def _is_one(reply: Any) -> bool:
 
 
 def _raise_server_error(replies: Sequence[Any]) -> None:
-    """No master granted and one answered with an error (ACL, wrong type): say so rather
-    than retry forever."""
-    for reply in replies:
-        if isinstance(reply, ResponseError):
-            raise reply
+    """When no master answered normally and one answered with an error (an ACL user
+    without EVALSHA, a key of the wrong type), raise that error rather than retry
+    forever."""
+    if all(isinstance(reply, BaseException) for reply in replies):
+        for reply in replies:
+            if isinstance(reply, ResponseError):
+                raise reply
 
 
 def _check_masters(clients: Iterable[Any], name: str) -> list[Client]:
