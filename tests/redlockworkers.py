@@ -9,6 +9,7 @@ of the validity the lock reported, so overlapping intervals are two holders at o
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import os
 import random
@@ -141,6 +142,8 @@ async def _split_async(
     for client in clients:
         await client.ping()
     loop = asyncio.get_running_loop()
+    # Every task waits at the barrier at once: one thread each for those waits.
+    waiters = concurrent.futures.ThreadPoolExecutor(max_workers=tasks)
 
     async def client_loop() -> None:
         rng = random.Random()
@@ -148,7 +151,7 @@ async def _split_async(
             lock = seawall.aio.Redlock(
                 clients, f"split:{round_no}", ttl=2.0, node_timeout=0.25, retry_delay=0.02
             )
-            await loop.run_in_executor(None, barrier.wait, 60)
+            await loop.run_in_executor(waiters, barrier.wait, 60)
             attempts = 0
             while attempts < 40:
                 attempts += 1
@@ -160,11 +163,12 @@ async def _split_async(
                 if won.value > round_no:
                     break
                 await asyncio.sleep(_redlock.retry_delay(lock.retry_delay, rng))
-            await loop.run_in_executor(None, barrier.wait, 60)
+            await loop.run_in_executor(waiters, barrier.wait, 60)
             if lock.validity() > 0:
                 await lock.release()
 
     await asyncio.gather(*(client_loop() for _ in range(tasks)))
+    waiters.shutdown()
     for client in clients:
         await client.aclose()
     return wins

@@ -262,7 +262,7 @@ def test_keys_share_one_hash_slot(masters: World) -> None:
 
 
 def test_mutual_exclusion_across_processes(masters: World) -> None:
-    per_process, processes = 60, 3
+    per_process, processes = 40, 3
     with SPAWN.Pool(processes) as pool:
         ledgers = pool.starmap(
             count_under_redlock, [(masters.urls, masters.name, "mx", per_process)] * processes
