@@ -160,22 +160,26 @@ def each_node(clients: Sequence[Any], command: Sequence[Any], timeout: float) ->
     raised (TimeoutError when no reply came within `timeout`).
 
     From the calling thread, with no thread hand-off, for masters that answered last
-    time: the command goes out on one pooled connection per master, then each reply is
-    read with what is left of the timeout. A master that did not answer in time parks
-    that connection (its reply still due) and, like a master not known to answer (first
-    use, after an error), is asked through the shared pool threads instead, because
-    opening a connection to a frozen server would block; while such a request is
-    unanswered, that master is skipped.
+    time and have an idle pooled connection: the command goes out on one connection per
+    master, then each reply is read with what is left of the timeout. Opening a
+    connection to a frozen server blocks in its handshake, so the shared pool threads
+    take the rest: a master with no idle connection, and a master not known to answer
+    (first use, after an error or a timeout, whose connection is then parked with its
+    reply still due). While a request to a master not known to answer is unanswered,
+    that master is skipped: a frozen one ties up one pool thread, not the pool.
     """
     deadline = monotonic() + max(timeout, 0.0)
     results: list[Any] = [None] * len(clients)
     sent: list[tuple[int, Any, Any]] = []  # (index, pool, connection) awaiting a reply
-    suspect: list[int] = []
+    probes: list[int] = []  # masters not known to answer: one request at a time each
+    helped: list[int] = []  # masters that answer but have no idle connection
     for index, client in enumerate(clients):
         if id(client) in _in_flight:
             results[index] = TimeoutError("an earlier request to this server is unanswered")
         elif not _drain_parked(client) or client not in _answering:
-            suspect.append(index)
+            probes.append(index)
+        elif not _idle_connection(client.connection_pool):
+            helped.append(index)
         else:
             pool = client.connection_pool
             try:
@@ -195,13 +199,16 @@ def each_node(clients: Sequence[Any], command: Sequence[Any], timeout: float) ->
                 results[index] = exc
                 continue
             sent.append((index, pool, connection))
-    if suspect:
-        # Sent before the replies below are read, so both wait at the same time.
-        late = _each_node_on_threads([clients[i] for i in suspect], command, deadline)
+    # Started before the replies below are read, so all of them wait at the same time.
+    on_threads = probes + helped
+    if on_threads:
+        late = _each_node_on_threads(
+            [clients[i] for i in on_threads], command, deadline, exclusive=len(probes)
+        )
     for index, pool, connection in sent:
         results[index] = _read_reply(clients[index], pool, connection, deadline, timeout)
-    if suspect:
-        for index, result in zip(suspect, late(), strict=True):
+    if on_threads:
+        for index, result in zip(on_threads, late(), strict=True):
             results[index] = result
     return results
 
@@ -209,7 +216,16 @@ def each_node(clients: Sequence[Any], command: Sequence[Any], timeout: float) ->
 # Clients whose last request was answered in time: they use the fast path.
 _answering: weakref.WeakSet[Any] = weakref.WeakSet()
 # Connections left with a reply due, per client: (pool, connection).
-_parked: weakref.WeakKeyDictionary[Any, tuple[Any, Any]] = weakref.WeakKeyDictionary()
+_parked: weakref.WeakKeyDictionary[Any, list[tuple[Any, Any]]] = weakref.WeakKeyDictionary()
+
+
+def _idle_connection(pool: Any) -> bool:
+    """Whether `pool` has an open connection to lend, so getting one opens none (opening a
+    connection to a frozen server blocks in its handshake). Pools of unknown make
+    (BlockingConnectionPool) answer no, and their clients always use the pool threads.
+    Another thread may take that connection first; the window is a few instructions."""
+    idle = getattr(pool, "_available_connections", None)
+    return isinstance(idle, list) and bool(idle)
 
 
 def _pooled_connection(pool: Any) -> Any:
@@ -220,31 +236,35 @@ def _pooled_connection(pool: Any) -> Any:
 
 
 def _drain_parked(client: Any) -> bool:
-    """True when `client` has no reply due (any late one has now been read)."""
+    """True when `client` has no reply due (late ones that have arrived are read now)."""
     with _node_pool_mutex:
-        parked = _parked.pop(client, None)
-    if parked is None:
-        return True
-    pool, connection = parked
-    try:
-        if not connection.can_read(timeout=0):
-            with _node_pool_mutex:
-                _parked[client] = parked
-            return False
-        with contextlib.suppress(ResponseError):
-            connection.read_response()
-    except Exception:
-        connection.disconnect()
-    pool.release(connection)
-    return True
+        parked = _parked.pop(client, [])
+    waiting = []
+    for pool, connection in parked:
+        try:
+            if not connection.can_read(timeout=0):
+                waiting.append((pool, connection))
+                continue
+            with contextlib.suppress(ResponseError):
+                connection.read_response()
+        except Exception:
+            connection.disconnect()
+        pool.release(connection)
+    if waiting:
+        _park(client, waiting)
+    return not waiting
+
+
+def _park(client: Any, connections: list[tuple[Any, Any]]) -> None:
+    with _node_pool_mutex:
+        _parked.setdefault(client, []).extend(connections)
 
 
 def _read_reply(client: Any, pool: Any, connection: Any, deadline: float, timeout: float) -> Any:
     try:
         # can_read(0) still returns a reply that has already arrived, even past the deadline.
         if not connection.can_read(timeout=max(deadline - monotonic(), 0.0)):
-            with _node_pool_mutex:
-                _parked[client] = (pool, connection)
+            _park(client, [(pool, connection)])
             _answering.discard(client)
             return TimeoutError(f"no answer within {timeout:g} s")
         reply = connection.read_response()
@@ -263,9 +283,12 @@ def _read_reply(client: Any, pool: Any, connection: Any, deadline: float, timeou
 
 
 def _each_node_on_threads(
-    clients: Sequence[Any], command: Sequence[Any], deadline: float
+    clients: Sequence[Any], command: Sequence[Any], deadline: float, exclusive: int
 ) -> Callable[[], list[Any]]:
-    """Start `command` on the pool threads; the returned function collects the replies."""
+    """Start `command` on the pool threads; the returned function collects the replies.
+
+    The first `exclusive` clients are marked in flight until they answer (see _in_flight).
+    """
     pool = _get_node_pool()
 
     def call(client: Any) -> Any:
@@ -274,18 +297,19 @@ def _each_node_on_threads(
         return reply
 
     futures = []
-    for client in clients:
-        key = id(client)
-        with _node_pool_mutex:
-            _in_flight[key] = _in_flight.get(key, 0) + 1
+    for position, client in enumerate(clients):
         future = pool.submit(call, client)
-        future.add_done_callback(lambda _, key=key: _landed(key))  # type: ignore[misc]
+        if position < exclusive:
+            key = id(client)
+            with _node_pool_mutex:
+                _in_flight[key] = _in_flight.get(key, 0) + 1
+            future.add_done_callback(lambda _, key=key: _landed(key))  # type: ignore[misc]
         futures.append(future)
 
     def collect() -> list[Any]:
         concurrent.futures.wait(futures, timeout=max(deadline - monotonic(), 0.0))
         results: list[Any] = []
-        for future in futures:
+        for client, future in zip(clients, futures, strict=True):
             if future.done():
                 results.append(future.exception() or future.result())
                 continue
@@ -294,6 +318,7 @@ def _each_node_on_threads(
                 # it cannot be interrupted; let another thread take its place meanwhile.
                 pool.stuck(+1)
                 future.add_done_callback(lambda _: pool.stuck(-1))
+            _answering.discard(client)
             results.append(TimeoutError("no answer in time"))
         return results
 
