@@ -311,6 +311,11 @@ def test_frozen_master_and_paused_clients_never_two_holders(
         if b[0] < a[1]
     ]
     assert overlaps == []
+    print(
+        f"frozen masters: {len(rows)} attempts, {len(successes)} holds over {len(names)} "
+        f"names, {len(frozen)} CLIENT PAUSEs, {len(paused)} client SIGSTOPs "
+        f"({min(paused):.2f}-{max(paused):.2f} s), 0 overlaps"
+    )
 
 
 # --- acceptance 4: split votes ---------------------------------------------------------------
