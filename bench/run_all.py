@@ -34,6 +34,7 @@ BENCHMARKS = [
     "rwlock",
     "semaphore",
     "cache_stampede",
+    "redlock",
 ]
 
 

@@ -11,6 +11,7 @@ from seawall._sync.bloom import BloomFilter
 from seawall._sync.cache import Cache
 from seawall._sync.fence import fenced_read, fenced_write
 from seawall._sync.lock import Lock
+from seawall._sync.redlock import Redlock
 from seawall._sync.rlock import RLock
 from seawall._sync.rwlock import RWLock
 from seawall._sync.semaphore import Semaphore
@@ -49,6 +50,7 @@ __all__ = [
     "RLock",
     "RWLock",
     "RateLimiter",
+    "Redlock",
     "SeawallError",
     "Semaphore",
     "ServerNotFoundError",

@@ -265,3 +265,10 @@ def async_membership(container: Any, item: Any) -> bool:
 
 def membership(container: Any, item: Any) -> bool:
     return bool(container.might_contain(item))
+
+
+# --- Redlock: one request to every master at once ---------------------------------------
+# The implementations (a task per master in asyncio; the calling thread's fan-out and the
+# shared pool in sync code) are in seawall/_fanout.py; these are their paired names.
+from seawall._fanout import async_each_node as async_each_node  # noqa: E402
+from seawall._fanout import each_node as each_node  # noqa: E402

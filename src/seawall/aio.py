@@ -6,6 +6,7 @@ from seawall._async.bloom import AsyncBloomFilter as BloomFilter
 from seawall._async.cache import AsyncCache as Cache
 from seawall._async.fence import fenced_read, fenced_write
 from seawall._async.lock import AsyncLock as Lock
+from seawall._async.redlock import AsyncRedlock as Redlock
 from seawall._async.rlock import AsyncRLock as RLock
 from seawall._async.rwlock import AsyncRWLock as RWLock
 from seawall._async.semaphore import AsyncSemaphore as Semaphore
@@ -42,6 +43,7 @@ __all__ = [
     "RLock",
     "RWLock",
     "RateLimiter",
+    "Redlock",
     "SeawallError",
     "Semaphore",
     "fenced_read",

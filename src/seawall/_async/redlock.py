@@ -1,0 +1,438 @@
+"""seawall.aio.Redlock: one lock over several independent Redis masters (Redlock).
+
+Each round of requests goes to every master at once, each bounded by a per-node timeout;
+the arithmetic (quorum, drift, validity, fences) lives in `seawall._redlock`.
+"""
+
+from __future__ import annotations
+
+import functools
+import secrets
+import warnings
+from collections.abc import Callable, Iterable, Sequence
+from types import TracebackType
+from typing import Any
+
+import redis.asyncio.cluster
+from redis.exceptions import NoScriptError, ResponseError
+
+from seawall import _concurrency, _lease, _redlock, _scripts
+from seawall._async.renewer import get_renewer
+from seawall._concurrency import async_background, async_each_node, async_fire, async_owner
+from seawall._keys import tagged
+from seawall._validate import (
+    AsyncClient,
+    check_async_client,
+    check_name,
+    check_seconds,
+    check_timeout,
+)
+from seawall.errors import LockError, LockNotOwnedError, LockTimeout
+
+_ACQUIRE = _scripts.load("redlock_acquire")
+_RAISE_FENCE = _scripts.load("redlock_raise_fence")
+_RELEASE = _scripts.load("redlock_release")
+_EXTEND = _scripts.load("lock_extend")
+
+
+def _ms(seconds: float) -> int:
+    return max(1, round(seconds * 1000))
+
+
+class _Hold:
+    """One acquisition: its token, fence and the end of its validity."""
+
+    __slots__ = ("deadline", "fence", "lost", "owner", "released", "token", "ttl")
+
+    def __init__(self, token: str, fence: int, owner: object, ttl: float, deadline: float) -> None:
+        self.token = token
+        self.fence = fence
+        self.owner = owner
+        self.ttl = ttl
+        self.deadline = deadline  # monotonic time at which the validity runs out
+        self.lost = False
+        self.released = False
+
+
+class AsyncRedlock:
+    """A lock held by a majority of independent masters (the Redlock algorithm).
+
+    It stays available while a minority of the masters is down or frozen. Each hold has
+    a validity (`validity()`), after which another client may hold the lock, and a fence
+    (`fence`) that a guarded resource can use to refuse a holder whose validity ran out.
+    """
+
+    def __init__(
+        self,
+        clients: Iterable[Any],
+        name: str,
+        ttl: float = 10.0,
+        *,
+        timeout: float | None = None,
+        renew: bool = True,
+        on_lost: Callable[[AsyncRedlock], Any] | None = None,
+        node_timeout: float | None = None,
+        retry_delay: float = _redlock.RETRY_DELAY,
+    ) -> None:
+        self.name = check_name(name, "Redlock")
+        self._clients = _check_masters(clients, name)
+        self.ttl = check_seconds(ttl, f"ttl of Redlock {name!r}", minimum=0.01)
+        self.node_timeout = (
+            _redlock.default_node_timeout(self.ttl)
+            if node_timeout is None
+            else check_seconds(node_timeout, f"node_timeout of Redlock {name!r}")
+        )
+        if self.node_timeout >= self.ttl / 2:
+            raise ValueError(
+                f"node_timeout of Redlock {name!r} ({self.node_timeout:g} s) must be well "
+                f"below its ttl ({self.ttl:g} s): a slow master would use up the validity; "
+                "lower node_timeout or raise the ttl"
+            )
+        self.retry_delay = check_seconds(retry_delay, f"retry_delay of Redlock {name!r}")
+        self.timeout = check_timeout(timeout, f"timeout of Redlock {name!r}")
+        if on_lost is not None and not callable(on_lost):
+            raise TypeError(f"on_lost of Redlock {name!r} must be callable, got {on_lost!r}")
+        self._renew_leases = bool(renew)
+        self._on_lost = on_lost
+        self.key = tagged("redlock", name)
+        # Same hash tag as the key: both fit in one Cluster slot, as every seawall script's
+        # keys do (each master here is still a separate server, never a Cluster).
+        self._fence_key = f"{self.key}:fence"
+        self._ttl_ms = _ms(self.ttl)
+        self._quorum = _redlock.quorum(len(self._clients))
+        self._hold: _Hold | None = None
+        self._last_fence: int | None = None
+        self._floor = 0  # the highest fence counter seen on any master
+        self.attempts = 0  # attempts made by the last acquire()
+
+    def __repr__(self) -> str:
+        state = "held" if self._hold is not None else "not held"
+        return (
+            f"<seawall.Redlock {self.name!r} over {len(self._clients)} masters "
+            f"ttl={self.ttl}s {state}>"
+        )
+
+    @property
+    def fence(self) -> int:
+        """Fencing token of the current (or last) hold; see docs/redlock.md for its limits."""
+        if self._last_fence is None:
+            raise LockError(
+                f"Redlock {self.name!r} has no fence yet: acquire it first", lock_name=self.name
+            )
+        return self._last_fence
+
+    def validity(self) -> float:
+        """Seconds left in which this hold is guaranteed (0.0 when not held or lost)."""
+        hold = self._hold
+        if hold is None or hold.lost:
+            return 0.0
+        return max(hold.deadline - _concurrency.monotonic(), 0.0)
+
+    async def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
+        """Take the lock on a majority of masters; False when `timeout` passed (or not
+        blocking). Failed attempts are retried after a random delay up to `retry_delay`."""
+        wait_for = self.timeout if timeout is None else check_timeout(timeout, "timeout")
+        me = async_owner()
+        held = self._hold
+        if held is not None and held.owner is me and not held.released:
+            raise LockError(
+                f"Redlock {self.name!r} is already held by this caller; it is not "
+                "reentrant: release it first",
+                lock_name=self.name,
+            )
+        deadline = None if wait_for is None else _concurrency.monotonic() + wait_for
+        self.attempts = 0
+        while True:
+            self.attempts += 1
+            if await self._attempt(me):
+                return True
+            if not blocking:
+                return False
+            pause = _redlock.retry_delay(self.retry_delay)
+            if deadline is not None and _concurrency.monotonic() + pause >= deadline:
+                return False
+            await _concurrency.async_sleep(pause)
+
+    async def _on_all(
+        self,
+        script: _scripts.LuaScript,
+        keys: Sequence[str],
+        args: Sequence[Any],
+        timeout: float | None = None,
+        clients: Sequence[AsyncClient] | None = None,
+    ) -> list[Any]:
+        """Run `script` on every master at once; each reply, or the exception it raised.
+
+        Like `run_script`, by SHA first, then (only on masters that answered NOSCRIPT,
+        after a restart or SCRIPT FLUSH) with its source, in a second round that gets its
+        own timeout: the validity counts the time either way.
+        """
+        targets = self._clients if clients is None else clients
+        wait = self.node_timeout if timeout is None else timeout
+        replies = await async_each_node(
+            targets, ("EVALSHA", script.sha, len(keys), *keys, *args), wait
+        )
+        missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
+        if missing:
+            again = await async_each_node(
+                [targets[i] for i in missing],
+                ("EVAL", script.source, len(keys), *keys, *args),
+                wait,
+            )
+            for index, reply in zip(missing, again, strict=True):
+                replies[index] = reply
+        return replies
+
+    async def _release_all(self, token: str) -> list[Any]:
+        return await self._on_all(_RELEASE, (self.key,), (token,))
+
+    async def _attempt(self, me: object) -> bool:
+        token = secrets.token_hex(16)
+        started = _concurrency.monotonic()
+        try:
+            replies = await self._on_all(
+                _ACQUIRE, (self.key, self._fence_key), (token, self._ttl_ms, self._floor)
+            )
+            counters = [_granted(reply) for reply in replies]
+            self._floor = max([self._floor, *(c for c in counters if c is not None)])
+            plan = _redlock.plan_fence(counters, len(self._clients))
+            granted = len(counters) - counters.count(None)
+            if granted >= self._quorum and plan.to_raise:
+                granted = plan.at_fence + await self._raise_fence(token, plan)
+            tally = _redlock.Tally(
+                granted,
+                len(self._clients),
+                _redlock.validity(self.ttl, started, _concurrency.monotonic()),
+            )
+            if not tally.success:
+                # Every master, not only those that said yes: a master that answered
+                # after its timeout may have granted too.
+                await self._release_all(token)
+        except BaseException:
+            # Cancelled or failed mid-flight: masters may hold this token; free them.
+            async_background(
+                functools.partial(self._release_all, token), f"cleanup of Redlock {self.name!r}"
+            )
+            raise
+        if not tally.success:
+            if granted == 0:
+                _raise_server_error(replies)
+            return False
+        hold = _Hold(token, plan.fence, me, self.ttl, _redlock.deadline(self.ttl, started))
+        self._hold = hold
+        self._last_fence = plan.fence
+        if self._renew_leases:
+            get_renewer().add(self, hold, _lease.renew_at(started, self.ttl))
+        return True
+
+    async def _raise_fence(self, token: str, plan: _redlock.FencePlan) -> int:
+        """Raise lagging granting masters to the fence; how many now hold it."""
+        replies = await self._on_all(
+            _RAISE_FENCE,
+            (self.key, self._fence_key),
+            (token, plan.fence),
+            clients=[self._clients[i] for i in plan.to_raise],
+        )
+        return sum(1 for reply in replies if _is_one(reply))
+
+    async def release(self) -> None:
+        """Release on every master; LockNotOwnedError if the hold was lost meanwhile."""
+        hold = self._hold
+        if hold is None:
+            raise LockNotOwnedError(
+                f"Redlock {self.name!r} is not held by this object (never acquired, or "
+                "already released)",
+                lock_name=self.name,
+            )
+        # Bookkeeping first, with no await before it (see Lock.release).
+        hold.released = True
+        self._hold = None
+        if self._renew_leases:
+            get_renewer().discard(hold)
+        in_time = not hold.lost and _concurrency.monotonic() < hold.deadline
+        try:
+            replies = await self._release_all(hold.token)
+        except BaseException:
+            async_background(
+                functools.partial(self._release_all, hold.token),
+                f"release of Redlock {self.name!r}",
+            )
+            raise
+        refused = sum(1 for reply in replies if isinstance(reply, int) and reply == 0)
+        if not in_time or refused > len(self._clients) - self._quorum:
+            raise self._not_owned(hold, "release")
+
+    async def extend(self, ttl: float | None = None) -> None:
+        """Reset the hold to `ttl` seconds (default: its ttl) on a majority of masters,
+        within the current validity; otherwise the hold is lost (LockNotOwnedError)."""
+        hold = self._hold
+        if hold is None:
+            raise LockNotOwnedError(
+                f"cannot extend Redlock {self.name!r}: this object does not hold it",
+                lock_name=self.name,
+            )
+        new_ttl = (
+            hold.ttl
+            if ttl is None
+            else check_seconds(ttl, f"ttl of Redlock {self.name!r}", minimum=0.01)
+        )
+        sent = _concurrency.monotonic()
+        if not await self._extend_round(hold, new_ttl):
+            self._mark_lost(hold, notify=False)
+            raise self._not_owned(hold, "extend")
+        if self._renew_leases:
+            get_renewer().reschedule(hold, _lease.renew_at(sent, new_ttl))
+
+    async def _extend_round(self, hold: _Hold, ttl: float) -> bool | None:
+        """Extend on every master: True done, False refused by a majority, None unsure."""
+        started = _concurrency.monotonic()
+        left = hold.deadline - started
+        if left <= 0:
+            return False
+        replies = await self._on_all(
+            _EXTEND, (self.key,), (hold.token, _ms(ttl)), min(self.node_timeout, left)
+        )
+        now = _concurrency.monotonic()
+        extended = sum(1 for reply in replies if _is_one(reply))
+        refused = sum(1 for reply in replies if isinstance(reply, int) and reply == 0)
+        tally = _redlock.Tally(extended, len(self._clients), _redlock.validity(ttl, started, now))
+        if tally.success and now < hold.deadline and not hold.released:
+            hold.ttl = ttl
+            hold.deadline = _redlock.deadline(ttl, started)
+            return True
+        return False if refused > len(self._clients) - self._quorum else None
+
+    async def locked(self) -> bool:
+        """Whether a majority of the masters hold the key now (anyone's hold)."""
+        replies = await async_each_node(self._clients, ("EXISTS", self.key), self.node_timeout)
+        return sum(1 for reply in replies if _is_one(reply)) >= self._quorum
+
+    async def owned(self) -> bool:
+        """Whether this object holds the lock now: within its validity, and a majority of
+        the masters still have its token."""
+        hold = self._hold
+        if hold is None or hold.lost or _concurrency.monotonic() >= hold.deadline:
+            return False
+        token = hold.token
+        replies = await async_each_node(self._clients, ("GET", self.key), self.node_timeout)
+        mine = sum(
+            1
+            for reply in replies
+            if isinstance(reply, bytes | str) and _scripts.reply_text(reply) == token
+        )
+        return mine >= self._quorum and _concurrency.monotonic() < hold.deadline
+
+    async def _renew(self, hold: object) -> float | None:
+        """Called by the renewer: extend the hold; return when to renew next, or None."""
+        assert isinstance(hold, _Hold)
+        if hold.released or hold.lost:
+            return None
+        sent = _concurrency.monotonic()
+        try:
+            done = await self._extend_round(hold, hold.ttl)
+        except Exception as exc:  # a bug or odd reply: retry like a failed round
+            _concurrency.log.info("seawall: renewing Redlock %r failed: %r", self.name, exc)
+            done = None
+        if hold.released:
+            return None
+        if done:
+            return _lease.renew_at(sent, hold.ttl)
+        now = _concurrency.monotonic()
+        if done is False or now >= hold.deadline:
+            self._mark_lost(hold)
+            return None
+        return _lease.retry_at(now, hold.ttl, hold.deadline)
+
+    def _mark_lost(self, hold: _Hold, *, notify: bool = True) -> None:
+        if hold.lost or hold.released:
+            return
+        hold.lost = True
+        _concurrency.log.warning(
+            "seawall: Redlock %r lost its hold (fence %d); another process may hold it now",
+            self.name,
+            hold.fence,
+        )
+        if notify and self._on_lost is not None:
+            async_fire(self._on_lost, self)
+
+    def _not_owned(self, hold: _Hold, action: str) -> LockNotOwnedError:
+        return LockNotOwnedError(
+            f"cannot {action} Redlock {self.name!r}: its validity (fence {hold.fence}) ran "
+            "out or a majority of masters no longer hold its token, so another process may "
+            "have held it meanwhile; guard writes made under it with its fence",
+            lock_name=self.name,
+        )
+
+    async def __aenter__(self) -> AsyncRedlock:
+        if not await self.acquire():
+            raise LockTimeout(
+                f"Redlock {self.name!r} was not acquired within {self.timeout} s on a "
+                f"majority ({self._quorum}) of its {len(self._clients)} masters: it is held "
+                "by another process or too many masters are unreachable; raise the timeout "
+                "or check the masters",
+                lock_name=self.name,
+            )
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.release()
+
+
+def _granted(reply: Any) -> int | None:
+    """A master's fence counter if it granted the lock, else None."""
+    if isinstance(reply, list) and len(reply) == 2 and int(reply[0]) == 1:
+        return int(reply[1])
+    return None
+
+
+def _is_one(reply: Any) -> bool:
+    return isinstance(reply, int) and not isinstance(reply, bool) and reply == 1
+
+
+def _raise_server_error(replies: Sequence[Any]) -> None:
+    """When no master answered normally and one answered with an error (an ACL user
+    without EVALSHA, a key of the wrong type), raise that error rather than retry
+    forever."""
+    if all(isinstance(reply, BaseException) for reply in replies):
+        for reply in replies:
+            if isinstance(reply, ResponseError):
+                raise reply
+
+
+def _check_masters(clients: Iterable[Any], name: str) -> list[AsyncClient]:
+    if isinstance(clients, str | bytes) or not isinstance(clients, Iterable):
+        raise TypeError(
+            f"Redlock {name!r} needs a list of clients, one per independent master, got "
+            f"{type(clients).__qualname__}"
+        )
+    masters: list[AsyncClient] = []
+    seen: dict[tuple[Any, ...], int] = {}
+    for index, client in enumerate(clients):
+        master = check_async_client(client, "Redlock")
+        if isinstance(master, redis.asyncio.cluster.RedisCluster):
+            raise TypeError(
+                f"Redlock {name!r} runs on independent masters, not on a Redis Cluster: "
+                "pass one redis.asyncio.Redis per master, or use seawall.aio.Lock on "
+                "the cluster"
+            )
+        pool = master.connection_pool
+        identity = _redlock.master_identity(pool.connection_kwargs) or ("pool", id(pool))
+        if identity in seen:
+            raise ValueError(
+                f"Redlock {name!r}: clients {seen[identity]} and {index} talk to the same "
+                f"server ({identity[1:]}); a lock counted twice on one server fakes a "
+                "majority: give each client its own independent master"
+            )
+        seen[identity] = index
+        masters.append(master)
+    if not masters:
+        raise ValueError(f"Redlock {name!r} needs at least one client (3 or more advised)")
+    warning = _redlock.master_count_warning(len(masters))
+    if warning is not None:
+        warnings.warn(f"Redlock {name!r}: {warning}", UserWarning, stacklevel=3)
+    return masters
