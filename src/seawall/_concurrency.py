@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import os
 import threading
@@ -210,3 +211,23 @@ def fire(callback: Callable[[Any], Any], arg: Any) -> None:
         callback(arg)
     except Exception:
         log.exception("seawall: callback %r raised", callback)
+
+
+async def async_offload(call: Callable[..., T], *args: Any) -> T:
+    """Run a blocking call (a database transaction) without blocking the event loop."""
+    return await asyncio.to_thread(call, *args)
+
+
+def offload(call: Callable[..., T], *args: Any) -> T:
+    return call(*args)
+
+
+async def async_resolve(value: Any) -> Any:
+    """The value a user callback returned; awaited when it is a coroutine or awaitable."""
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+def resolve(value: Any) -> Any:
+    return value

@@ -3,14 +3,32 @@
 from __future__ import annotations
 
 from seawall._async.fence import fenced_read, fenced_write
+from seawall._async.idempotent import AsyncIdempotent as Idempotent
 from seawall._async.lock import AsyncLock as Lock
-from seawall.errors import LockError, LockNotOwnedError, LockTimeout, SeawallError
+from seawall._async.sink import AsyncOrderSink as OrderSink
+from seawall._orders import Balance, ReconcileReport
+from seawall.errors import (
+    DrainTimeout,
+    IdempotencyTimeout,
+    LockError,
+    LockNotOwnedError,
+    LockTimeout,
+    OrderSinkError,
+    SeawallError,
+)
 
 __all__ = [
+    "Balance",
+    "DrainTimeout",
+    "IdempotencyTimeout",
+    "Idempotent",
     "Lock",
     "LockError",
     "LockNotOwnedError",
     "LockTimeout",
+    "OrderSink",
+    "OrderSinkError",
+    "ReconcileReport",
     "SeawallError",
     "fenced_read",
     "fenced_write",

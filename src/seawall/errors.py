@@ -29,3 +29,27 @@ class LockNotOwnedError(LockError):
 
 class LockTimeout(LockError):
     """A blocking acquire did not get the lock within its timeout."""
+
+
+class OrderSinkError(SeawallError):
+    """An OrderSink could not finish its work; `stock` names the stock it serves."""
+
+    def __init__(self, message: str, *, stock: str | None = None) -> None:
+        super().__init__(message)
+        self.stock = stock
+
+
+class DrainTimeout(OrderSinkError):
+    """`OrderSink.drain()` did not empty the log within its timeout."""
+
+
+class IdempotencyTimeout(SeawallError):
+    """A duplicate delivery waited past its timeout while another process ran the handler.
+
+    `message_id` names the message. Nothing was run or recorded for this delivery; let the
+    broker redeliver it (nack/requeue) and the next attempt returns the recorded outcome.
+    """
+
+    def __init__(self, message: str, *, message_id: str | None = None) -> None:
+        super().__init__(message)
+        self.message_id = message_id
