@@ -7,12 +7,16 @@ from __future__ import annotations
 
 from seawall._sync.fence import fenced_read, fenced_write
 from seawall._sync.lock import Lock
+from seawall._sync.stock import Stock
 from seawall.errors import (
     LockError,
     LockNotOwnedError,
     LockTimeout,
+    OrderConflictError,
     SeawallError,
     ServerNotFoundError,
+    StockError,
+    StockQuantityError,
 )
 from seawall.launcher import server
 
@@ -23,8 +27,12 @@ __all__ = [
     "LockError",
     "LockNotOwnedError",
     "LockTimeout",
+    "OrderConflictError",
     "SeawallError",
     "ServerNotFoundError",
+    "Stock",
+    "StockError",
+    "StockQuantityError",
     "__version__",
     "fenced_read",
     "fenced_write",

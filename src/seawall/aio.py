@@ -4,14 +4,27 @@ from __future__ import annotations
 
 from seawall._async.fence import fenced_read, fenced_write
 from seawall._async.lock import AsyncLock as Lock
-from seawall.errors import LockError, LockNotOwnedError, LockTimeout, SeawallError
+from seawall._async.stock import AsyncStock as Stock
+from seawall.errors import (
+    LockError,
+    LockNotOwnedError,
+    LockTimeout,
+    OrderConflictError,
+    SeawallError,
+    StockError,
+    StockQuantityError,
+)
 
 __all__ = [
     "Lock",
     "LockError",
     "LockNotOwnedError",
     "LockTimeout",
+    "OrderConflictError",
     "SeawallError",
+    "Stock",
+    "StockError",
+    "StockQuantityError",
     "fenced_read",
     "fenced_write",
 ]

@@ -29,3 +29,21 @@ class LockNotOwnedError(LockError):
 
 class LockTimeout(LockError):
     """A blocking acquire did not get the lock within its timeout."""
+
+
+class StockError(SeawallError):
+    """A stock operation failed; `stock_name` names the stock."""
+
+    def __init__(self, message: str, *, stock_name: str | None = None) -> None:
+        super().__init__(message)
+        self.stock_name = stock_name
+
+
+class StockQuantityError(StockError, ValueError):
+    """A quantity does not fit the stock: an order asks for more units than are on sale in
+    total, or put() would put fewer units on sale than orders have already taken."""
+
+
+class OrderConflictError(StockError):
+    """An order id that already took units was taken again with a different quantity:
+    two different orders share one id, or a retry changed its quantity."""
