@@ -73,3 +73,13 @@ def target(request: pytest.FixtureRequest) -> Iterator[Target]:
 @pytest.fixture(params=["sync", "async"])
 def world(request: pytest.FixtureRequest) -> str:
     return str(request.param)
+
+
+@pytest.fixture(scope="session")
+def spawn_pool() -> Iterator[Any]:
+    """Eight warm "spawn" processes, shared by the tests that sell stock from many
+    processes: starting them once saves a second or more per test on a loaded machine."""
+    import stockworkers
+
+    with SPAWN.Pool(8, initializer=stockworkers.warm) as pool:
+        yield pool

@@ -11,15 +11,19 @@ from seawall._sync.fence import fenced_read, fenced_write
 from seawall._sync.idempotent import Idempotent
 from seawall._sync.lock import Lock
 from seawall._sync.sink import OrderSink
+from seawall._sync.stock import Stock
 from seawall.errors import (
     DrainTimeout,
     IdempotencyTimeout,
     LockError,
     LockNotOwnedError,
     LockTimeout,
+    OrderConflictError,
     OrderSinkError,
     SeawallError,
     ServerNotFoundError,
+    StockError,
+    StockQuantityError,
 )
 from seawall.launcher import server
 
@@ -34,11 +38,15 @@ __all__ = [
     "LockError",
     "LockNotOwnedError",
     "LockTimeout",
+    "OrderConflictError",
     "OrderSink",
     "OrderSinkError",
     "ReconcileReport",
     "SeawallError",
     "ServerNotFoundError",
+    "Stock",
+    "StockError",
+    "StockQuantityError",
     "__version__",
     "claim_message",
     "create_processed_table",

@@ -6,6 +6,7 @@ from seawall._async.fence import fenced_read, fenced_write
 from seawall._async.idempotent import AsyncIdempotent as Idempotent
 from seawall._async.lock import AsyncLock as Lock
 from seawall._async.sink import AsyncOrderSink as OrderSink
+from seawall._async.stock import AsyncStock as Stock
 from seawall._orders import Balance, ReconcileReport
 from seawall.errors import (
     DrainTimeout,
@@ -13,8 +14,11 @@ from seawall.errors import (
     LockError,
     LockNotOwnedError,
     LockTimeout,
+    OrderConflictError,
     OrderSinkError,
     SeawallError,
+    StockError,
+    StockQuantityError,
 )
 
 __all__ = [
@@ -26,10 +30,14 @@ __all__ = [
     "LockError",
     "LockNotOwnedError",
     "LockTimeout",
+    "OrderConflictError",
     "OrderSink",
     "OrderSinkError",
     "ReconcileReport",
     "SeawallError",
+    "Stock",
+    "StockError",
+    "StockQuantityError",
     "fenced_read",
     "fenced_write",
 ]

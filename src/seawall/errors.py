@@ -31,12 +31,26 @@ class LockTimeout(LockError):
     """A blocking acquire did not get the lock within its timeout."""
 
 
-class OrderSinkError(SeawallError):
-    """An OrderSink could not finish its work; `stock` names the stock it serves."""
+class StockError(SeawallError):
+    """A stock operation failed; `stock_name` names the stock."""
 
-    def __init__(self, message: str, *, stock: str | None = None) -> None:
+    def __init__(self, message: str, *, stock_name: str | None = None) -> None:
         super().__init__(message)
-        self.stock = stock
+        self.stock_name = stock_name
+
+
+class StockQuantityError(StockError, ValueError):
+    """A quantity does not fit the stock: an order asks for more units than are on sale in
+    total, or put() would put fewer units on sale than orders have already taken."""
+
+
+class OrderConflictError(StockError):
+    """An order id that already took units was taken again with a different quantity:
+    two different orders share one id, or a retry changed its quantity."""
+
+
+class OrderSinkError(StockError):
+    """An OrderSink could not finish its work; `stock_name` names the stock it serves."""
 
 
 class DrainTimeout(OrderSinkError):

@@ -181,7 +181,7 @@ class AsyncOrderSink:
                     f"{limit} s ({await self._pending_or_unknown()} entries pending, "
                     f"last error: {last_error!r}); is a sink holding entries it cannot "
                     "save, or is claim_idle longer than the timeout?",
-                    stock=self.stock_name,
+                    stock_name=self.stock_name,
                 ) from last_error
             try:
                 done = await self.step(None)

@@ -182,7 +182,7 @@ class OrderSink:
                     f"{limit} s ({self._pending_or_unknown()} entries pending, "
                     f"last error: {last_error!r}); is a sink holding entries it cannot "
                     "save, or is claim_idle longer than the timeout?",
-                    stock=self.stock_name,
+                    stock_name=self.stock_name,
                 ) from last_error
             try:
                 done = self.step(None)
