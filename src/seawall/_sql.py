@@ -159,6 +159,7 @@ class SQLAlchemyTable(OrderTable):
     def __init__(self, url: str, table: str) -> None:
         try:
             import sqlalchemy
+            import sqlalchemy.exc
         except ImportError as exc:
             raise ImportError(
                 f"an OrderSink on {url.split(':', 1)[0]} needs SQLAlchemy: "
@@ -168,6 +169,12 @@ class SQLAlchemyTable(OrderTable):
         self.table = check_table_name(table)
         try:
             self._engine = sqlalchemy.create_engine(url, pool_pre_ping=True)
+        except sqlalchemy.exc.NoSuchModuleError as exc:
+            raise ValueError(
+                f"OrderSink supports PostgreSQL, MySQL/MariaDB and SQLite, not "
+                f"{url.split('://', 1)[0]!r}: use 'postgresql+psycopg://...', "
+                "'mysql+pymysql://...' or a SQLite file path"
+            ) from exc
         except ImportError as exc:  # the driver named in the URL is missing
             raise ImportError(
                 f"the database driver for {url.split('://', 1)[0]} is missing ({exc}): "
