@@ -22,10 +22,12 @@ import seawall
 START_TIMEOUT = 30
 
 
-def buy(url: str, name: str, order_ids: Sequence[str], start_key: str) -> list[str]:
-    """One take of 1 unit per order id; retried through connection errors (a Redis
-    restart), which is safe because a retried order id never takes twice. Returns the
-    ids that hold a unit."""
+def buy(
+    url: str, name: str, order_ids: Sequence[str], start_key: str, pace: float = 0.0
+) -> list[str]:
+    """One take of 1 unit per order id, `pace` seconds apart; retried through connection
+    errors (a Redis restart), which is safe because a retried order id never takes
+    twice. Returns the ids that hold a unit."""
     r = redis.Redis.from_url(url, socket_timeout=5, retry_on_timeout=False)
     stock = seawall.Stock(r, name)
     assert r.blpop([start_key], START_TIMEOUT) is not None, "no start token"
@@ -40,6 +42,8 @@ def buy(url: str, name: str, order_ids: Sequence[str], start_key: str) -> list[s
             except (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError):
                 assert time.monotonic() < deadline, "Redis did not come back"
                 time.sleep(0.02)
+        if pace:
+            time.sleep(pace)
     r.close()
     return sold
 
@@ -64,16 +68,6 @@ def sink_until(
     )
     sink.step(block=10.0)
     raise AssertionError(f"the sink passed {stage!r} without stopping")
-
-
-def sink_drain(url: str, name: str, database: str, table: str, claim_idle: float) -> int:
-    r = redis.Redis.from_url(url)
-    sink = seawall.OrderSink(r, name, database, table=table, claim_idle=claim_idle, batch=50)
-    try:
-        return sink.drain(timeout=60)
-    finally:
-        sink.close()
-        r.close()
 
 
 # --- idempotent consumers -------------------------------------------------------------------
