@@ -78,8 +78,7 @@ def _insert_row(database: str, table: str, message_id: str, pid: int) -> None:
     sql = f"INSERT INTO {table} (message_id, pid) VALUES (:message_id, :pid)"
     params = {"message_id": message_id, "pid": pid}
     if "://" not in database:
-        with sqlite3.connect(database, timeout=60, isolation_level=None) as conn:
-            conn.execute(sql, params)
+        _sqlite(database).execute(sql, params)
         return
     import sqlalchemy
 
@@ -89,14 +88,26 @@ def _insert_row(database: str, table: str, message_id: str, pid: int) -> None:
 
 
 _engines: dict[str, Any] = {}
+_sqlites: dict[str, sqlite3.Connection] = {}
 
 
 def _engine(url: str) -> Any:
+    """One engine per process. Commits are not flushed to disk one by one: the tests count
+    rows, and a machine shared by many test runs makes every fsync slow."""
     if url not in _engines:
         import sqlalchemy
 
-        _engines[url] = sqlalchemy.create_engine(url)
+        args = {"options": "-c synchronous_commit=off"} if url.startswith("postgresql") else {}
+        _engines[url] = sqlalchemy.create_engine(url, connect_args=args)
     return _engines[url]
+
+
+def _sqlite(path: str) -> sqlite3.Connection:
+    if path not in _sqlites:
+        conn = sqlite3.connect(path, timeout=60, isolation_level=None)
+        conn.execute("PRAGMA synchronous=OFF")
+        _sqlites[path] = conn
+    return _sqlites[path]
 
 
 def consume(
@@ -140,13 +151,12 @@ def consume_in_transaction(
     for message_id in message_ids:
         params = {"message_id": message_id, "pid": pid}
         if "://" not in database:
-            conn = sqlite3.connect(database, timeout=60, isolation_level=None)
+            conn = _sqlite(database)
             conn.execute("BEGIN IMMEDIATE")
             if seawall.claim_message(conn, message_id, namespace="t", table=dedupe_table):
                 conn.execute(insert, params)
                 written += 1
             conn.execute("COMMIT")
-            conn.close()
             continue
         import sqlalchemy
 
