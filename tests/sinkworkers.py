@@ -58,14 +58,10 @@ def stop_at(stage: str) -> Any:
     return checkpoint
 
 
-def sink_until(
-    url: str, name: str, database: str, table: str, stage: str, batch: int
-) -> None:
+def sink_until(url: str, name: str, database: str, table: str, stage: str, batch: int) -> None:
     """Run a sink that stops itself at `stage` of its first batch; the test kills it."""
     r = redis.Redis.from_url(url)
-    sink = seawall.OrderSink(
-        r, name, database, table=table, batch=batch, checkpoint=stop_at(stage)
-    )
+    sink = seawall.OrderSink(r, name, database, table=table, batch=batch, checkpoint=stop_at(stage))
     sink.step(block=10.0)
     raise AssertionError(f"the sink passed {stage!r} without stopping")
 
@@ -138,7 +134,11 @@ def consume(
 
 
 def consume_in_transaction(
-    database: str, table: str, dedupe_table: str, message_ids: Sequence[str], url: str,
+    database: str,
+    table: str,
+    dedupe_table: str,
+    message_ids: Sequence[str],
+    url: str,
     start_key: str,
 ) -> int:
     """The exactly-once form: claim_message and the write in one SQL transaction.

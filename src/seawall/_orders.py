@@ -85,7 +85,9 @@ class Balance:
 
 
 def balance(
-    on_sale: int, available: int, redis_orders: Mapping[str, tuple[int, bool]],
+    on_sale: int,
+    available: int,
+    redis_orders: Mapping[str, tuple[int, bool]],
     saved: Mapping[str, tuple[int, bool]],
 ) -> Balance:
     taken = sum(qty for qty, cancelled in redis_orders.values() if not cancelled)
@@ -173,8 +175,8 @@ class ReconcileReport:
 
     @property
     def balanced(self) -> bool:
-        return self.after.difference == 0 and self.after.redis_difference == 0 and not (
-            self.conflicts
+        return (
+            self.after.difference == 0 and self.after.redis_difference == 0 and not (self.conflicts)
         )
 
     def __str__(self) -> str:

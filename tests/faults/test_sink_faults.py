@@ -98,7 +98,11 @@ def test_redis_restart_mid_sale_leaves_balanced_books(
 
     stop = threading.Event()
     sink = seawall.OrderSink(
-        server.client(socket_timeout=5), stock, database.url, table=database.table, batch=8,
+        server.client(socket_timeout=5),
+        stock,
+        database.url,
+        table=database.table,
+        batch=8,
         claim_idle=0.5,
     )
     runner = threading.Thread(target=sink.run, args=(stop,), kwargs={"block": 0.1})

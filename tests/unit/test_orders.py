@@ -23,8 +23,14 @@ def test_entries_become_changes_whatever_the_decoding() -> None:
     assert change_from_entry({"op": "cancel", "order": "o1", "qty": "2"}) == OrderChange(
         "o1", 2, True
     )
-    for bad in (None, {}, {"op": "put", "order": "o", "qty": "1"}, {"op": "take", "qty": "1"},
-                {"op": "take", "order": "o", "qty": "x"}, {"op": "take", "order": "o", "qty": "-1"}):
+    for bad in (
+        None,
+        {},
+        {"op": "put", "order": "o", "qty": "1"},
+        {"op": "take", "qty": "1"},
+        {"op": "take", "order": "o", "qty": "x"},
+        {"op": "take", "order": "o", "qty": "-1"},
+    ):
         assert change_from_entry(bad) is None
 
 
@@ -34,16 +40,25 @@ def test_order_values() -> None:
 
 
 def test_repairs_move_rows_forward_only() -> None:
-    redis_orders = {"a": (1, False), "b": (2, True), "c": (1, True), "d": (1, False),
-                    "e": (1, False), "f": (3, False)}
+    redis_orders = {
+        "a": (1, False),
+        "b": (2, True),
+        "c": (1, True),
+        "d": (1, False),
+        "e": (1, False),
+        "f": (3, False),
+    }
     saved = {"a": (1, False), "c": (1, False), "d": (1, True), "f": (2, False), "z": (1, False)}
     plan = plan_repairs(redis_orders, saved)
     assert plan.inserted == ("b", "e")
     assert plan.cancelled == ("c",)
     # d: cancelled in the table but taken in Redis; f: other qty; z: unknown to Redis.
     assert plan.conflicts == ("d", "f", "z")
-    assert plan.write == (OrderChange("b", 2, True), OrderChange("c", 1, True),
-                          OrderChange("e", 1, False))
+    assert plan.write == (
+        OrderChange("b", 2, True),
+        OrderChange("c", 1, True),
+        OrderChange("e", 1, False),
+    )
     after = apply_repairs(saved, plan.write)
     assert after["b"] == (2, True) and after["c"] == (1, True) and after["e"] == (1, False)
     assert after["d"] == (1, True)  # never moved back

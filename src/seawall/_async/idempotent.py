@@ -191,7 +191,6 @@ class AsyncIdempotent:
         return _lease.renew_at(sent, self.lease) if renewed else None
 
 
-
 def _socket_timeout(client: Any) -> float | None:
     """The client's socket timeout, if it has one (a cluster client keeps it per node)."""
     kwargs = getattr(client, "get_connection_kwargs", None)

@@ -367,4 +367,3 @@ def _entries_of(reply: Any) -> list[Any]:
             found = found[0]
         return list(found)
     return list(reply[0][1])
-
