@@ -25,7 +25,7 @@ from types import ModuleType
 from _harness import Table, format_goals, format_table, machine_note, median_table
 
 HERE = Path(__file__).resolve().parent
-BENCHMARKS = ["lock_uncontended", "lock_handover", "lock_contended"]
+BENCHMARKS = ["lock_uncontended", "lock_handover", "lock_contended", "sink"]
 
 
 def run_once(name: str, quick: bool, out: Path, log: Path) -> Table:

@@ -67,6 +67,25 @@ def upsert_sql(table: str, dialect: Dialect, *, cancel: bool) -> str:
     return f"{insert} ON CONFLICT (stock, order_id) {action}"
 
 
+def unnest_sql(table: str, *, cancel: bool) -> str:
+    """PostgreSQL: a whole batch as one statement over two arrays, instead of one
+    statement per row (executemany); several times faster for batches of hundreds."""
+    action = "DO UPDATE SET cancelled = 1" if cancel else "DO NOTHING"
+    return (
+        f"INSERT INTO {table} (stock, order_id, qty, cancelled) "
+        f"SELECT :stock, batch.order_id, batch.qty, {1 if cancel else 0} "
+        "FROM unnest(CAST(:order_ids AS VARCHAR[]), CAST(:qtys AS INTEGER[])) "
+        "AS batch(order_id, qty) "
+        f"ON CONFLICT (stock, order_id) {action}"
+    )
+
+
+def _unique(changes: Iterable[OrderChange]) -> list[OrderChange]:
+    """One change per order id: one statement may not touch a row twice (PostgreSQL's
+    ON CONFLICT DO UPDATE refuses it); within one kind the first is as good as any."""
+    return list({change.order_id: change for change in reversed(list(changes))}.values())
+
+
 def _params(stock: str, changes: Iterable[OrderChange]) -> list[dict[str, Any]]:
     return [{"stock": stock, "order_id": c.order_id, "qty": c.qty} for c in changes]
 
@@ -199,15 +218,30 @@ class SQLAlchemyTable(OrderTable):
             conn.execute(text(create_sql(self.table)))
         self._take = text(upsert_sql(self.table, self.dialect, cancel=False))
         self._cancel = text(upsert_sql(self.table, self.dialect, cancel=True))
+        self._take_all = text(unnest_sql(self.table, cancel=False))
+        self._cancel_all = text(unnest_sql(self.table, cancel=True))
 
     def apply(self, stock: str, changes: Sequence[OrderChange]) -> None:
-        takes = _params(stock, (c for c in changes if not c.cancelled))
-        cancels = _params(stock, (c for c in changes if c.cancelled))
+        takes = [c for c in changes if not c.cancelled]
+        cancels = [c for c in changes if c.cancelled]
         with self._engine.begin() as conn:
+            if self.dialect == "postgresql":
+                for statement, part in ((self._take_all, takes), (self._cancel_all, cancels)):
+                    if part:
+                        unique = _unique(part)
+                        conn.execute(
+                            statement,
+                            {
+                                "stock": stock,
+                                "order_ids": [c.order_id for c in unique],
+                                "qtys": [c.qty for c in unique],
+                            },
+                        )
+                return
             if takes:
-                conn.execute(self._take, takes)
+                conn.execute(self._take, _params(stock, takes))
             if cancels:
-                conn.execute(self._cancel, cancels)
+                conn.execute(self._cancel, _params(stock, cancels))
 
     def saved(self, stock: str) -> dict[str, tuple[int, bool]]:
         sql = self._sa.text(
