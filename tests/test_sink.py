@@ -211,3 +211,20 @@ def test_errors_name_what_to_fix(seawall_redis: redis.Redis, tmp_path: Any) -> N
         sink.drain(timeout=0.3)
     assert caught.value.stock_name == "s"
     sink.close()
+
+
+def test_sink_and_guard_run_on_cluster(target: Any, tmp_path: Any) -> None:
+    """Every key of a stock and of a message shares one hash tag: the scripts run on Cluster."""
+    r = target.sync()
+    stock = seawall.Stock(r, "sku:cl")
+    stock.put(10)
+    for n in range(12):
+        stock.take(f"o{n}")
+    stock.cancel("o2")
+    sink = seawall.OrderSink(r, stock, str(tmp_path / "c.db"), batch=4, claim_idle=0.2)
+    assert sink.drain(timeout=10) == 11
+    report = sink.reconcile()
+    assert report.balanced and report.after.saved == 9, str(report)
+    sink.close()
+    guard = seawall.Idempotent(r, "cl", timeout=5)
+    assert guard.run("m", lambda: 1) == 1 and guard.run("m", lambda: 2) == 1
