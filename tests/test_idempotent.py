@@ -77,7 +77,7 @@ def test_claim_message_in_the_transaction_writes_once(
         with database.engine().begin() as conn:
             seawall.create_processed_table(conn, dedupe)
     database.extra_tables.append(dedupe)
-    ids = [f"m{n}" for n in range(200)]
+    ids = [f"m{n}" for n in range(100)]
     start_key = f"{{start}}:{uuid.uuid4().hex}"
     pending = spawn_pool.starmap_async(
         consume_in_transaction,
@@ -85,8 +85,8 @@ def test_claim_message_in_the_transaction_writes_once(
     )
     seawall_redis.rpush(start_key, *range(CONSUMERS))
     written = pending.get(120)
-    assert sum(written) == 200
-    assert database.count(table) == 200 and database.count(dedupe) == 200
+    assert sum(written) == 100
+    assert database.count(table) == 100 and database.count(dedupe) == 100
 
 
 # --- waiting, takeover, errors -----------------------------------------------------------

@@ -47,6 +47,8 @@ MAX_BATCH = 10_000
 # doubles it up to the ceiling, so a long outage costs little and a short one little time.
 RETRY_FIRST = 0.05
 RETRY_CEILING = 2.0
+# While entries are pending on another (live or dead) sink, drain() looks again this often.
+DRAIN_RECHECK = 0.1
 
 _REDIS_TRANSIENT = (
     redis.exceptions.ConnectionError,
@@ -192,10 +194,12 @@ class OrderSink:
                 wait = self._wait_for_abandoned()
                 if wait is None:
                     return saved
+                # Woken at once by a new entry; otherwise looks again after a slice (the
+                # sink holding those entries may acknowledge them any moment) or when the
+                # oldest of them may be claimed, whichever comes first.
+                wait = min(wait, DRAIN_RECHECK)
                 if remaining is not None:
                     wait = min(wait, remaining)
-                # Woken at once by a new entry; otherwise sleeps until the oldest
-                # entry pending elsewhere may be claimed.
                 saved += self._save_if_any(self._read(">", max(wait, 0.001)))
                 delay = RETRY_FIRST
             except self._transient as exc:
