@@ -14,8 +14,8 @@ Stock.take, which then logs every attempt) and "sell-out" (5 % as many units as 
 as in a flash sale where most attempts find nothing left). Each round every process makes
 the same number of attempts from a common start; the contenders take turns in rounds
 (A, B, C, D, then D, C, B, A, ...), so a noisy neighbour slows all of them alike. A
-figure is the median of its contender's rounds; every round also checks nothing was
-oversold.
+figure is the median of its contender's rounds; a ratio is the median over the turns of
+the two contenders' rounds in that turn. Every round also checks nothing was oversold.
 
     PYTHONPATH=src .venv/bin/python bench/stock.py [--quick] [--json PATH]
 """
@@ -219,9 +219,16 @@ def main() -> None:
                         + ", ".join(f"{r['per_s']:,.0f}" for r in runs)
                         + " attempts/s"
                     )
+                # Each ratio pairs rounds of the same turn, which ran back to back: the
+                # load of the moment cancels out, as it would not between medians.
                 base = table[f"{STOCK} [{regime}]"]
-                base["vs_bare"] = base["per_s"] / table[f"{BARE} [{regime}]"]["per_s"]
-                base["vs_watch"] = base["per_s"] / table[f"{WATCH} [{regime}]"]["per_s"]
+                for metric, other in (("vs_bare", BARE), ("vs_watch", WATCH)):
+                    base[metric] = median(
+                        [
+                            ours["per_s"] / theirs["per_s"]
+                            for ours, theirs in zip(rows[STOCK], rows[other], strict=True)
+                        ]
+                    )
         finally:
             for pipe in pipes:
                 pipe.send(("stop",))
