@@ -103,7 +103,9 @@ def sell_through_restart(
 
     Returns (order id, result, tries, time.monotonic_ns() of the answer) per order.
     """
-    r = redis.Redis.from_url(url, socket_timeout=2.0)
+    # No socket timeout: a crashed server resets the connection at once, and a timeout
+    # would also cut short the wait for the start token.
+    r = redis.Redis.from_url(url)
     stock = seawall.Stock(r, name)
     _await_start(r)
     ledger = []

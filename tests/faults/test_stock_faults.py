@@ -35,6 +35,8 @@ def test_server_crash_mid_sale_neither_oversells_nor_loses_a_take(
     give_up = time.monotonic() + 30
     # Crash only once every seller has started (the start tokens are not retried).
     while r.llen(START_KEY) > 0 or (taken_before_crash := stock.taken()) < 20:
+        if pending.ready():
+            pending.get()  # a seller failed: raise its error here
         assert time.monotonic() < give_up, (
             f"the sale never started: {r.llen(START_KEY)} start tokens left, "
             f"{stock.taken()} units taken"
