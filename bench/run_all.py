@@ -1,11 +1,11 @@
-"""Run every lock benchmark several times (3 by default) and print the median of each figure.
+"""Run every benchmark several times (3 by default) and print the median of each figure.
 
 Each run is a fresh process with its own server (`seawall.server()`). A figure in the
 final tables is the median over the runs of that run's figure; a ratio is the median of
 the per-run ratios, each measured side by side within one run.
 
     PYTHONPATH=src .venv/bin/python bench/run_all.py [--quick] [--runs N] [--markdown]
-        [--only lock_uncontended lock_handover lock_contended] [--keep DIR]
+        [--only lock_uncontended lock_handover lock_contended stock] [--keep DIR]
     PYTHONPATH=src .venv/bin/python bench/run_all.py --report DIR [--markdown]
         (print the medians of runs kept earlier with --keep DIR, without running anything)
 """
@@ -25,7 +25,7 @@ from types import ModuleType
 from _harness import Table, format_goals, format_table, machine_note, median_table
 
 HERE = Path(__file__).resolve().parent
-BENCHMARKS = ["lock_uncontended", "lock_handover", "lock_contended", "sink"]
+BENCHMARKS = ["lock_uncontended", "lock_handover", "lock_contended", "stock", "sink"]
 
 
 def run_once(name: str, quick: bool, out: Path, log: Path) -> Table:

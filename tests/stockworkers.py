@@ -1,7 +1,8 @@
 """Code that runs in child processes of the stock tests (multiprocessing "spawn").
 
-Every seller waits for a start token (BLPOP on START_KEY), so all processes of a sale
-begin together however long each took to be scheduled, then returns its own ledger.
+Every seller says it is ready (INCR of READY_KEY), then waits for a start token (BLPOP on
+START_KEY); the test hands out the tokens once all are ready, so all processes of a sale
+begin together however long each took to be scheduled. Each returns its own ledger.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import seawall
 import seawall.aio
 
 START_KEY = "{start}:stock-sale"
+READY_KEY = "{start}:stock-ready"
 START_TIMEOUT = 30
 
 
@@ -28,7 +30,23 @@ def warm() -> int:
 
 
 def start_sellers(client: Any, processes: int) -> None:
+    """Start `processes` sellers together, once every one of them is waiting."""
+    give_up = time.monotonic() + START_TIMEOUT
+    while int(client.get(READY_KEY) or 0) < processes:
+        assert time.monotonic() < give_up, "the sellers never got ready"
+        time.sleep(0.002)
+    client.delete(READY_KEY)
     client.rpush(START_KEY, *range(processes))
+
+
+def _await_start(r: Any) -> None:
+    r.incr(READY_KEY)
+    assert r.blpop([START_KEY], START_TIMEOUT) is not None, "no start token"
+
+
+async def _await_start_async(r: Any) -> None:
+    await r.incr(READY_KEY)
+    assert await r.blpop([START_KEY], START_TIMEOUT) is not None, "no start token"
 
 
 def sell(
@@ -39,7 +57,7 @@ def sell(
         return asyncio.run(_sell_async(url, cluster, name, order_ids))
     r = sync_client(url, cluster)
     stock = seawall.Stock(r, name)
-    assert r.blpop([START_KEY], START_TIMEOUT) is not None, "no start token"
+    _await_start(r)
     ledger = [(order_id, stock.take(order_id)) for order_id in order_ids]
     r.close()
     return ledger
@@ -50,7 +68,7 @@ async def _sell_async(
 ) -> list[tuple[str, bool]]:
     r = async_client(url, cluster)
     stock = seawall.aio.Stock(r, name)
-    assert await r.blpop([START_KEY], START_TIMEOUT) is not None, "no start token"
+    await _await_start_async(r)
     ledger = [(order_id, await stock.take(order_id)) for order_id in order_ids]
     await r.aclose()
     return ledger
@@ -59,7 +77,7 @@ async def _sell_async(
 def sell_unsafe(url: str, key: str, attempts: int) -> int:
     """The recipe Stock replaces: read, check, then decrement. Returns the units it sold."""
     r = redis.Redis.from_url(url)
-    assert r.blpop([START_KEY], START_TIMEOUT) is not None, "no start token"
+    _await_start(r)
     sold = 0
     for _ in range(attempts):
         if int(r.get(key) or 0) > 0:
@@ -85,9 +103,11 @@ def sell_through_restart(
 
     Returns (order id, result, tries, time.monotonic_ns() of the answer) per order.
     """
-    r = redis.Redis.from_url(url, socket_timeout=2.0)
+    # No socket timeout: a crashed server resets the connection at once, and a timeout
+    # would also cut short the wait for the start token.
+    r = redis.Redis.from_url(url)
     stock = seawall.Stock(r, name)
-    assert r.blpop([START_KEY], START_TIMEOUT) is not None, "no start token"
+    _await_start(r)
     ledger = []
     for order_id in order_ids:
         tries = 0

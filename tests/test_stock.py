@@ -58,9 +58,7 @@ def run_stock(target: Target, world: str, body: Body, name: str = "sku:1001", **
 def events(target: Target, stock: Any) -> list[tuple[str, str, int]]:
     """The order log as (op, order, qty), oldest first."""
     entries = target.sync().xrange(stock.keys.log)
-    return [
-        (f[b"op"].decode(), f[b"order"].decode(), int(f[b"qty"])) for _, f in entries
-    ]
+    return [(f[b"op"].decode(), f[b"order"].decode(), int(f[b"qty"])) for _, f in entries]
 
 
 def orders(target: Target, stock: Any) -> dict[str, str]:

@@ -11,6 +11,7 @@ import threading
 from collections import Counter
 from typing import Any
 
+import pytest
 from conftest import Target
 from stockworkers import sell, sell_unsafe, start_sellers
 
@@ -104,15 +105,17 @@ def test_no_oversell_across_processes(target: Target, world: str, spawn_pool: An
 # --- acceptance 2: every order id retried 3 times concurrently ---------------------------------
 
 
-def test_orders_retried_concurrently_take_once(
-    target: Target, world: str, spawn_pool: Any
-) -> None:
+# 6,000 takes per run: one topology per world keeps the suite within its time budget, and
+# every pairing runs in test_no_oversell_across_processes above.
+@pytest.mark.parametrize(
+    ("target", "world"), [("standalone", "sync"), ("cluster", "async")], indirect=["target"]
+)
+def test_orders_retried_concurrently_take_once(target: Target, world: str, spawn_pool: Any) -> None:
     # Process p sells every id whose number is p, p+1 or p+2 (mod 8), in increasing
     # order: each id is tried by three processes at about the same moment.
     ids = [f"o-{i}" for i in range(ATTEMPTS)]
     plan = [
-        [order for i, order in enumerate(ids) if (i - p) % PROCESSES < 3]
-        for p in range(PROCESSES)
+        [order for i, order in enumerate(ids) if (i - p) % PROCESSES < 3] for p in range(PROCESSES)
     ]
     ledger, observer = run_sale(target, spawn_pool, world, "retried", plan)
     assert len(ledger) == 3 * ATTEMPTS

@@ -96,11 +96,15 @@ def _pair(reply: Any) -> tuple[int, int]:
 
 def take_outcome(reply: Any, stock_name: str, order_id: str, qty: int) -> bool:
     """True when the order holds its units (now or from an earlier try), False when not."""
-    code, value = _pair(reply)
-    if code in (TAKEN, TAKEN_BEFORE):
-        return True
-    if code in (SOLD_OUT, CANCELLED_BEFORE):
-        return False
+    # The usual answers are a bare integer; the errors carry a number for their message.
+    if isinstance(reply, int):
+        if reply in (TAKEN, TAKEN_BEFORE):
+            return True
+        if reply in (SOLD_OUT, CANCELLED_BEFORE):
+            return False
+        code, value = reply, 0
+    else:
+        code, value = _pair(reply)
     if code == OVER_ON_SALE:
         hint = "call put() first" if value == 0 else "ask for fewer units"
         raise StockQuantityError(
