@@ -75,13 +75,18 @@ async def _sell_async(
 
 
 def sell_unsafe(url: str, key: str, attempts: int) -> int:
-    """The recipe Stock replaces: read, check, then decrement. Returns the units it sold."""
+    """The recipe Stock replaces: read the count, check it, write back one less.
+
+    Returns the units it sold. Two sellers that read the same count both sell and both
+    write the same new count: one sale is not counted, so more are sold than there were.
+    """
     r = redis.Redis.from_url(url)
     _await_start(r)
     sold = 0
     for _ in range(attempts):
-        if int(r.get(key) or 0) > 0:
-            r.decr(key)
+        left = int(r.get(key) or 0)
+        if left > 0:
+            r.set(key, left - 1)
             sold += 1
     r.close()
     return sold
