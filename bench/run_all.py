@@ -35,6 +35,8 @@ BENCHMARKS = [
     "semaphore",
     "cache_stampede",
     "redlock",
+    "stock",
+    "sink",
 ]
 
 

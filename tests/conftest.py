@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import multiprocessing
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -73,3 +74,32 @@ def target(request: pytest.FixtureRequest) -> Iterator[Target]:
 @pytest.fixture(params=["sync", "async"])
 def world(request: pytest.FixtureRequest) -> str:
     return str(request.param)
+
+
+@pytest.fixture(scope="session")
+def spawn_pool() -> Iterator[Any]:
+    """Eight warm "spawn" processes, shared by the tests that sell stock from many
+    processes: starting them once saves a second or more per test on a loaded machine."""
+    import stockworkers
+
+    with SPAWN.Pool(8, initializer=stockworkers.warm) as pool:
+        yield pool
+
+
+# Database-backed tests (OrderSink, claim_message) run on SQLite always, and also on the
+# server named by DATABASE_URL (a SQLAlchemy URL, e.g. PostgreSQL) when it is set.
+DATABASES = ["sqlite"] + (["url"] if os.environ.get("DATABASE_URL") else [])
+
+
+@pytest.fixture(params=DATABASES)
+def database(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Any]:
+    """A `sinkdb.Database`: a SQLite file in tmp_path or DATABASE_URL, with a table name
+    of its own (dropped afterwards) so parallel runs never share rows."""
+    from sinkdb import Database
+
+    if request.param == "sqlite":
+        db = Database(str(tmp_path / "orders.db"))
+    else:
+        db = Database(os.environ["DATABASE_URL"])
+    yield db
+    db.drop()

@@ -19,17 +19,21 @@ import pytest
 import redis
 
 import seawall
-from seawall.demo import WORKERS
+from seawall.demo import WORKERS, flash_sale
 from seawall.demo._table import Cell, Column, Style, Table, render
 from seawall.demo.counter import QUICK, stall_points
 
 SRC = Path(__file__).resolve().parents[1] / "src"
-DEMO_TIMEOUT = 30.0
+DEMO_TIMEOUT = 60.0
 WIDTH = 100
 
 _COUNTER_ROW = re.compile(
     r"^\s+(?P<method>no lock|SETNX\+EXPIRE|seawall\.Lock)\s+(?P<expected>\d+)\s+"
     r"(?P<final>\d+)\s+(?P<lost>-?\d+)\s+[\d.]+ s\s"
+)
+_SALE_ROW = re.compile(
+    r"^\s+(?P<method>read-then-decrement|WATCH/MULTI|seawall\.Lock \+ GET|seawall\.Stock)\s+"
+    r"(?P<sold>\d+)\s+(?P<oversold>\d+)\s+[\d,]+\s+[\d.]+ s\s"
 )
 _TIMELINE_ROW = re.compile(
     # Columns are separated by at least two spaces; a step may contain single ones.
@@ -135,6 +139,22 @@ def test_frozen_holder_is_fenced_off(demo: DemoRun) -> None:
 
     assert "Final balance 120" in demo.stdout
     assert "WHERE id = :id AND fence < :fence" in demo.stdout
+
+
+def test_flash_sale_oversells_only_without_an_atomic_take(demo: DemoRun) -> None:
+    rows = {}
+    for line in demo.stdout.splitlines():
+        match = _SALE_ROW.match(line)
+        if match:
+            rows[match["method"]] = (int(match["sold"]), int(match["oversold"]))
+    methods = {"read-then-decrement", "WATCH/MULTI", "seawall.Lock + GET", "seawall.Stock"}
+    assert set(rows) == methods, demo.stdout
+    for sold, oversold in rows.values():
+        assert sold - oversold == flash_sale.UNITS
+    assert rows["read-then-decrement"][1] > 0
+    for method in ("WATCH/MULTI", "seawall.Lock + GET", "seawall.Stock"):
+        assert rows[method] == (flash_sale.UNITS, 0), method
+    assert "after the sink drained: 100 rows; books balanced" in " ".join(demo.stdout.split())
 
 
 def test_stall_points_are_spread_over_the_work() -> None:

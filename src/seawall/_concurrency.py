@@ -272,3 +272,23 @@ def membership(container: Any, item: Any) -> bool:
 # shared pool in sync code) are in seawall/_fanout.py; these are their paired names.
 from seawall._fanout import async_each_node as async_each_node  # noqa: E402
 from seawall._fanout import each_node as each_node  # noqa: E402
+
+
+async def async_offload(call: Callable[..., T], *args: Any) -> T:
+    """Run a blocking call (a database transaction) without blocking the event loop."""
+    return await asyncio.to_thread(call, *args)
+
+
+def offload(call: Callable[..., T], *args: Any) -> T:
+    return call(*args)
+
+
+async def async_resolve(value: Any) -> Any:
+    """The value a user callback returned; awaited when it is a coroutine or awaitable."""
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+def resolve(value: Any) -> Any:
+    return value

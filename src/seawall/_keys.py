@@ -118,3 +118,23 @@ def semaphore_keys_of(key: str) -> SemaphoreKeys:
     return SemaphoreKeys(
         key=key, fence=f"{key}:fence", waiters=f"{key}:waiters", seen=f"{key}:seen"
     )
+
+
+@dataclass(frozen=True, slots=True)
+class StockKeys:
+    avail: str  # string int: units available now
+    onsale: str  # string int: units put on sale in total by put()
+    taken: str  # string int: units taken by orders and not cancelled
+    orders: str  # hash: order id -> qty taken, or "c<qty>" once cancelled
+    log: str  # stream of order events (op, order, qty), one per successful take or cancel
+
+
+def stock_keys(name: str) -> StockKeys:
+    base = tagged("stock", name)
+    return StockKeys(
+        avail=f"{base}:avail",
+        onsale=f"{base}:onsale",
+        taken=f"{base}:taken",
+        orders=f"{base}:orders",
+        log=f"{base}:log",
+    )

@@ -73,3 +73,41 @@ class BloomFilterError(SeawallError):
     def __init__(self, message: str, *, filter_name: str | None = None) -> None:
         super().__init__(message)
         self.filter_name = filter_name
+
+
+class StockError(SeawallError):
+    """A stock operation failed; `stock_name` names the stock."""
+
+    def __init__(self, message: str, *, stock_name: str | None = None) -> None:
+        super().__init__(message)
+        self.stock_name = stock_name
+
+
+class StockQuantityError(StockError, ValueError):
+    """A quantity does not fit the stock: an order asks for more units than are on sale in
+    total, or put() would put fewer units on sale than orders have already taken."""
+
+
+class OrderConflictError(StockError):
+    """An order id that already took units was taken again with a different quantity:
+    two different orders share one id, or a retry changed its quantity."""
+
+
+class OrderSinkError(StockError):
+    """An OrderSink could not finish its work; `stock_name` names the stock it serves."""
+
+
+class DrainTimeout(OrderSinkError):
+    """`OrderSink.drain()` did not empty the log within its timeout."""
+
+
+class IdempotencyTimeout(SeawallError):
+    """A duplicate delivery waited past its timeout while another process ran the handler.
+
+    `message_id` names the message. Nothing was run or recorded for this delivery; let the
+    broker redeliver it (nack/requeue) and the next attempt returns the recorded outcome.
+    """
+
+    def __init__(self, message: str, *, message_id: str | None = None) -> None:
+        super().__init__(message)
+        self.message_id = message_id

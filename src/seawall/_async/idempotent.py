@@ -1,0 +1,201 @@
+"""Idempotent: run a message's handler at most once per message id, across processes.
+
+Brokers deliver at least once: a consumer that dies before its ack, a rebalance, or two
+instances bound to one queue all mean the same message arrives again. `run(message_id,
+handler)` claims the id under a lease, runs the handler, records its outcome (JSON), and
+every later or concurrent delivery of that id returns the recorded outcome instead of
+running the handler again. A concurrent duplicate waits for the claimant, woken (BLPOP on
+the message's wake-up list) the moment the outcome is recorded or the claim is given up,
+and bounded by `timeout`.
+
+What "once" means, precisely (see docs/orders.md):
+- The handler has run to completion at most once per id, unless a claimant stalls past its
+  lease while alive (a stop-the-world pause longer than `lease`, a frozen host): its lease
+  is renewed while the process runs, so only a stalled or cut-off process loses it, and
+  then another delivery runs the handler too. Redis losing the record (a restart without
+  appendfsync always, a failover to a lagging replica) has the same effect.
+- If the handler raises, nothing is recorded: the next delivery runs it again.
+- If the claimant dies mid-handler, the handler's effects so far stay and another delivery
+  runs it again after the lease: effects outside a transaction may happen twice.
+Exactly once for a database write needs the write and the dedupe mark in one transaction:
+`seawall.claim_message` (in the same SQL transaction as the handler's write).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Callable
+from typing import Any
+
+from seawall import _concurrency, _lease, _scripts
+from seawall._async.renewer import get_renewer
+from seawall._async.scripts import run_script
+from seawall._concurrency import async_resolve
+from seawall._keys import tagged
+from seawall._validate import check_async_client, check_name, check_seconds, check_timeout
+from seawall.errors import IdempotencyTimeout
+
+_CLAIM = _scripts.load("idempotent_claim")
+_FINISH = _scripts.load("idempotent_finish")
+_EXTEND = _scripts.load("idempotent_extend")
+
+# A BLPOP must end before the client's socket timeout would cut it off.
+_SOCKET_MARGIN = 0.8
+
+
+class _Claim:
+    """One running claim, as the renewer holds it."""
+
+    __slots__ = ("key", "token")
+
+    def __init__(self, key: str, token: str) -> None:
+        self.key = key
+        self.token = token
+
+
+class AsyncIdempotent:
+    """At most one run of a handler per message id in `namespace`, outcomes kept `ttl` s.
+
+    `ttl` must outlast every redelivery of a message (the broker's retry horizon).
+    `lease`: how long a claim survives its claimant without renewal (renewed every
+    lease/3 while the handler runs). `timeout`: how long a duplicate waits for a running
+    claimant before raising `IdempotencyTimeout` (None: as long as it takes).
+    """
+
+    def __init__(
+        self,
+        client: Any,
+        namespace: str,
+        *,
+        ttl: float = 86_400.0,
+        lease: float = 30.0,
+        timeout: float | None = 60.0,
+    ) -> None:
+        self._client = check_async_client(client, "Idempotent")
+        self.namespace = check_name(namespace, "Idempotent namespace")
+        self.ttl = check_seconds(ttl, "Idempotent ttl")
+        self.lease = check_seconds(lease, "Idempotent lease", minimum=0.01)
+        self.timeout = check_timeout(timeout, "Idempotent timeout")
+        socket_timeout = _socket_timeout(self._client)
+        self._max_block = (
+            _lease.MAX_WAIT_SLICE
+            if not socket_timeout
+            else min(_lease.MAX_WAIT_SLICE, float(socket_timeout) * _SOCKET_MARGIN)
+        )
+
+    def __repr__(self) -> str:
+        return f"Idempotent(namespace={self.namespace!r}, ttl={self.ttl}, lease={self.lease})"
+
+    def key(self, message_id: str) -> str:
+        """The record of `message_id` (its wake-up list is this plus ":wake")."""
+        return tagged("idempotent", f"{self.namespace}:{message_id}")
+
+    async def run(
+        self, message_id: str | int, handler: Callable[..., Any], *args: Any, **kwargs: Any
+    ) -> Any:
+        """`handler(*args, **kwargs)`'s outcome: run now, or recorded by an earlier run.
+
+        The outcome must be JSON-serializable (it is returned decoded from JSON to
+        duplicates, so a tuple comes back as a list). A handler that raises records
+        nothing and the exception propagates: the next delivery runs it again.
+        """
+        if isinstance(message_id, int) and not isinstance(message_id, bool):
+            message_id = str(message_id)
+        message_id = check_name(message_id, "Idempotent message id")
+        key = self.key(message_id)
+        token = secrets.token_hex(16)
+        deadline = None if self.timeout is None else _concurrency.monotonic() + self.timeout
+        lease_ms = max(int(self.lease * 1000), 1)
+        while True:
+            sent = _concurrency.monotonic()
+            reply = await run_script(self._client, _CLAIM, (key,), (token, lease_ms))
+            state = _scripts.reply_text(reply[0])
+            if state == "done":
+                return json.loads(_scripts.reply_text(reply[1]))
+            if state == "claimed":
+                return await self._run_claimed(key, token, sent, handler, args, kwargs)
+            remaining = None if deadline is None else deadline - _concurrency.monotonic()
+            if remaining is not None and remaining <= 0:
+                raise IdempotencyTimeout(
+                    f"message {message_id!r} of {self.namespace!r} is still being handled "
+                    f"by another process after {self.timeout} s; requeue it (its outcome "
+                    f"will be returned once recorded) or raise the timeout",
+                    message_id=message_id,
+                )
+            wait = min(_lease.wait_slice(int(reply[1]), remaining), self._max_block)
+            if wait > 0.001:
+                await self._client.blpop([f"{key}:wake"], timeout=wait)
+
+    async def recorded(self, message_id: str) -> tuple[bool, Any]:
+        """(True, outcome) if `message_id` was handled (within ttl), else (False, None)."""
+        return await self._recorded_at(self.key(message_id))
+
+    async def _recorded_at(self, key: str) -> tuple[bool, Any]:
+        state, outcome = await self._client.hmget(key, ["state", "outcome"])
+        if state is None or _scripts.reply_text(state) != "done":
+            return False, None
+        return True, json.loads(_scripts.reply_text(outcome))
+
+    async def forget(self, message_id: str) -> None:
+        """Drop the record of `message_id`: its next delivery runs the handler again."""
+        key = self.key(message_id)
+        await self._client.delete(key)
+
+    async def _run_claimed(
+        self,
+        key: str,
+        token: str,
+        sent: float,
+        handler: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Any:
+        claim = _Claim(key, token)
+        renewer = get_renewer()
+        renewer.add(self, claim, _lease.renew_at(sent, self.lease))
+        try:
+            outcome = await async_resolve(handler(*args, **kwargs))
+            encoded = json.dumps(outcome)
+        except BaseException:
+            renewer.discard(claim)
+            await self._finish(claim, "abandon", "")
+            raise
+        renewer.discard(claim)
+        if await self._finish(claim, "done", encoded):
+            return outcome
+        # Our lease ran out and another claimant recorded first: its outcome stands.
+        found, recorded = await self._recorded_at(claim.key)
+        return recorded if found else outcome
+
+    async def _finish(self, claim: _Claim, how: str, encoded: str) -> bool:
+        ttl_ms = max(int(self.ttl * 1000), 1)
+        done = await run_script(
+            self._client,
+            _FINISH,
+            (claim.key, f"{claim.key}:wake"),
+            (claim.token, how, encoded, ttl_ms),
+        )
+        return bool(done)
+
+    async def _renew(self, hold: object) -> float | None:
+        assert isinstance(hold, _Claim)
+        sent = _concurrency.monotonic()
+        try:
+            renewed = await run_script(
+                self._client, _EXTEND, (hold.key,), (hold.token, max(int(self.lease * 1000), 1))
+            )
+        except Exception as exc:  # a blip: try again soon, the lease still runs
+            _concurrency.log.warning("seawall: renewing %s failed: %r", hold.key, exc)
+            return _lease.retry_at(sent, self.lease, sent + self.lease)
+        return _lease.renew_at(sent, self.lease) if renewed else None
+
+
+def _socket_timeout(client: Any) -> float | None:
+    """The client's socket timeout, if it has one (a cluster client keeps it per node)."""
+    kwargs = getattr(client, "get_connection_kwargs", None)
+    if kwargs is None:
+        node_kwargs = getattr(client, "connection_kwargs", None) or {}
+        return node_kwargs.get("socket_timeout")
+    value = kwargs().get("socket_timeout")
+    return float(value) if value else None

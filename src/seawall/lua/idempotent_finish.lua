@@ -1,0 +1,34 @@
+-- Record a handler's outcome (or give the claim up) and wake the duplicates waiting on it.
+-- KEYS[1] the message's record   KEYS[2] its wake-up list (BLPOP)
+-- ARGV[1] claimant's token
+-- ARGV[2] "done" to record ARGV[3] as the outcome, "abandon" to give the claim up
+-- ARGV[3] outcome (JSON)         ARGV[4] how long to keep the record / wake-ups (ms)
+-- returns 1 done, 0 nothing changed (another claimant's outcome is already recorded, or
+--         the claim to abandon is no longer ours)
+--
+-- The record stores how many duplicates wait; each gets its own wake-up token, so all of
+-- them wake at once. Tokens of waiters that gave up meanwhile expire with the list.
+local state = redis.call('hget', KEYS[1], 'state')
+if state == 'done' then
+  return 0
+end
+local waiters = tonumber(redis.call('hget', KEYS[1], 'waiters') or '0')
+if ARGV[2] == 'done' then
+  -- Recorded even if our lease ran out and another claimant runs now: the handler did
+  -- run, and the first outcome recorded is the one every delivery returns.
+  redis.call('hset', KEYS[1], 'state', 'done', 'token', ARGV[1], 'outcome', ARGV[3])
+  redis.call('hdel', KEYS[1], 'waiters')
+  redis.call('pexpire', KEYS[1], ARGV[4])
+elseif redis.call('hget', KEYS[1], 'token') == ARGV[1] then
+  redis.call('del', KEYS[1])
+else
+  return 0
+end
+redis.call('del', KEYS[2])
+for _ = 1, math.min(waiters, 1000) do
+  redis.call('rpush', KEYS[2], '1')
+end
+if waiters > 0 then
+  redis.call('pexpire', KEYS[2], ARGV[4])
+end
+return 1
