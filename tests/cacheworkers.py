@@ -133,7 +133,10 @@ def db_connect(db: tuple[str, str]) -> Any:
         return sqlite3.connect(where, timeout=10, isolation_level=None)
     import psycopg  # only when DATABASE_URL is set
 
-    return psycopg.connect(where, autocommit=True)
+    # DATABASE_URL is a SQLAlchemy URL ("postgresql+psycopg://..."); libpq wants the plain
+    # scheme.
+    scheme, sep, rest = where.partition("://")
+    return psycopg.connect(scheme.split("+", 1)[0] + sep + rest, autocommit=True)
 
 
 def db_read(db: tuple[str, str], row: int) -> str | None:
