@@ -1,13 +1,16 @@
 """Scenario: a hot key expires while 4 processes x 50 requesters want it (a stampede).
 
-The value lives in a real SQLite database; each query takes QUERY_SECONDS (a slow query
-under load). Naive cache-aside (GET; on a miss query the database and SET) sends every
-requester that misses to the database at once; seawall.Cache elects one loader across all
-processes and wakes the others when the value lands.
+The value lives in a real database: a SQLite file, or the PostgreSQL (any SQLAlchemy URL)
+that DATABASE_URL names; each query takes QUERY_SECONDS (a slow query under load). Naive
+cache-aside (GET; on a miss query the database and SET) sends every requester that misses
+to the database at once; seawall.Cache elects one loader across all processes and wakes
+the others when the value lands.
 """
 
 from __future__ import annotations
 
+import os
+import secrets
 import sqlite3
 import tempfile
 import threading
@@ -29,31 +32,84 @@ REQUESTERS = 50  # threads per process
 QUERY_SECONDS = 0.05
 START_DELAY = 0.5  # lets every process build its threads before the key is wanted
 _ROUND_TIMEOUT = 60.0
+DATABASE_URL_ENV = "DATABASE_URL"
+POOL_SIZE = 5  # database connections per process when DATABASE_URL is set
+
+# Where the users table lives: ("sqlite", file path, table) or ("url", SQLAlchemy URL, table).
+Database = tuple[str, str, str]
 
 
-def make_database(path: Path) -> None:
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT NOT NULL)")
-    conn.execute("INSERT INTO users VALUES (1, 'Ada Lovelace')")
-    conn.close()
+def make_database(folder: str) -> Database:
+    """A users table with one row: in a SQLite file, or on the server DATABASE_URL names
+    (under a table name of its own, dropped afterwards by `drop_database`)."""
+    url = os.environ.get(DATABASE_URL_ENV)
+    db: Database = (
+        ("url", url, f"seawall_demo_users_{secrets.token_hex(4)}")
+        if url
+        else ("sqlite", str(Path(folder) / "users.sqlite3"), "users")
+    )
+    _execute(db, f"CREATE TABLE {db[2]} (id INTEGER PRIMARY KEY, name TEXT NOT NULL)")
+    _execute(db, f"INSERT INTO {db[2]} VALUES (1, 'Ada Lovelace')")
+    return db
+
+
+def drop_database(db: Database) -> None:
+    if db[0] == "url":
+        _execute(db, f"DROP TABLE {db[2]}")
+
+
+def _execute(db: Database, statement: str) -> Any:
+    kind, where, _ = db
+    if kind == "sqlite":
+        conn = sqlite3.connect(where, timeout=30, isolation_level=None)
+        try:
+            return conn.execute(statement).fetchone()
+        finally:
+            conn.close()
+    engine = _engine(where)
+    from sqlalchemy import text
+
+    with engine.begin() as conn:
+        result = conn.execute(text(statement))
+        return result.fetchone() if result.returns_rows else None
+
+
+_engines: dict[str, Any] = {}
+_engines_lock = threading.Lock()
+
+
+def _engine(url: str) -> Any:
+    """The process's one engine (one pool) for `url`; requesters start together, hence the
+    lock. A few connections per process, as an application's pool would have: 200 at once
+    would exceed the server's connection limit."""
+    try:
+        from sqlalchemy import create_engine
+    except ImportError:
+        raise SystemExit(
+            f"{DATABASE_URL_ENV} is set ({url!r}), which needs SQLAlchemy and a driver: "
+            "pip install 'seawall[postgresql]' (or unset it to use SQLite)"
+        ) from None
+    with _engines_lock:
+        if url not in _engines:
+            _engines[url] = create_engine(
+                url, pool_size=POOL_SIZE, max_overflow=0, pool_timeout=60
+            )
+        return _engines[url]
 
 
 def request(
-    url: str, method: Method, db_path: str, key: str, counter: str, requesters: int, start: float
-) -> list[float]:
-    """Worker task: `requesters` threads read `key` at monotonic time `start`; latencies."""
+    url: str, method: Method, db: Database, key: str, counter: str, requesters: int, start: float
+) -> tuple[list[float], list[str]]:
+    """Worker task: `requesters` threads read `key` at monotonic time `start`; their
+    latencies, and the errors of those that failed."""
     r = client(url)
     cache = seawall.Cache(r, key, ttl=60.0, l1_size=0)
 
     def query() -> Any:
         r.incr(counter)  # the demo's own tally of database queries
-        conn = sqlite3.connect(db_path, timeout=30)
-        try:
-            row = conn.execute("SELECT name FROM users WHERE id = 1").fetchone()
-            time.sleep(QUERY_SECONDS)
-            return row[0]
-        finally:
-            conn.close()
+        row = _execute(db, f"SELECT name FROM {db[2]} WHERE id = 1")
+        time.sleep(QUERY_SECONDS)
+        return row[0]
 
     def naive() -> Any:
         found = r.get(key)
@@ -68,11 +124,16 @@ def request(
 
     read = naive if method == "naive" else fetch
     latencies: list[float] = []
+    failures: list[str] = []
 
     def requester() -> None:
         time.sleep(max(0.0, start - time.monotonic()))
         began = time.monotonic()
-        read()
+        try:
+            read()
+        except Exception as exc:  # shown in the table: a request the database refused
+            failures.append(repr(exc))
+            return
         latencies.append(time.monotonic() - began)
 
     threads = [threading.Thread(target=requester) for _ in range(requesters)]
@@ -80,7 +141,7 @@ def request(
         thread.start()
     for thread in threads:
         thread.join()
-    return latencies
+    return latencies, failures
 
 
 def run(ctx: DemoContext) -> Table:
@@ -98,33 +159,16 @@ def run(ctx: DemoContext) -> Table:
         ],
         intro=[
             f"The key has just expired. {processes * REQUESTERS} requests arrive at once; "
-            f"the value comes from a SQLite database whose query takes "
+            f"the value comes from {_where()} whose query takes "
             f"{QUERY_SECONDS * 1000:.0f} ms.",
         ],
     )
     with tempfile.TemporaryDirectory(prefix="seawall-demo-") as folder:
-        db_path = Path(folder) / "users.sqlite3"
-        make_database(db_path)
-        for method, label in (("naive", "GET / query / SET"), ("seawall", "seawall.Cache")):
-            ctx.progress(f"stampede: {label}")
-            key = ctx.name(f"stampede:{method}")
-            counter = ctx.name(f"stampede-queries:{method}")
-            start = time.monotonic() + START_DELAY
-            args = (ctx.url, method, str(db_path), key, counter, REQUESTERS, start)
-            results: list[list[float]] = ctx.workers.run_all(
-                request, [args] * processes, timeout=_ROUND_TIMEOUT
-            )
-            latencies = sorted(x for found in results for x in found)
-            queries = int(ctx.client.get(counter) or 0)
-            table.add(
-                label,
-                str(len(latencies)),
-                Cell(str(queries), "good" if queries == 1 else "bad"),
-                _ms(_percentile(latencies, 0.50)),
-                _ms(_percentile(latencies, 0.99)),
-                _ms(latencies[-1]),
-                _notes(method, queries),
-            )
+        db = make_database(folder)
+        try:
+            _rounds(ctx, table, processes, db)
+        finally:
+            drop_database(db)
     table.notes = [
         "seawall.Cache: one script reads the value or takes the key's load lease; the "
         "lease holder queries, the others are woken by a publish when the value lands "
@@ -132,6 +176,38 @@ def run(ctx: DemoContext) -> Table:
         "write back an older value.",
     ]
     return table
+
+
+def _rounds(ctx: DemoContext, table: Table, processes: int, db: Database) -> None:
+    for method, label in (("naive", "GET / query / SET"), ("seawall", "seawall.Cache")):
+        ctx.progress(f"stampede: {label}")
+        key = ctx.name(f"stampede:{method}")
+        counter = ctx.name(f"stampede-queries:{method}")
+        start = time.monotonic() + START_DELAY
+        args = (ctx.url, method, db, key, counter, REQUESTERS, start)
+        results: list[tuple[list[float], list[str]]] = ctx.workers.run_all(
+            request, [args] * processes, timeout=_ROUND_TIMEOUT
+        )
+        latencies = sorted(x for found, _ in results for x in found)
+        failures = [error for _, errors in results for error in errors]
+        queries = int(ctx.client.get(counter) or 0)
+        table.add(
+            label,
+            str(len(latencies)),
+            Cell(str(queries), "good" if queries == 1 else "bad"),
+            _ms(_percentile(latencies, 0.50)),
+            _ms(_percentile(latencies, 0.99)),
+            _ms(latencies[-1]),
+            _notes(method, queries)
+            + (f"; {len(failures)} requests failed: {failures[0]}" if failures else ""),
+        )
+
+
+def _where() -> str:
+    url = os.environ.get(DATABASE_URL_ENV)
+    if not url:
+        return "a SQLite database"
+    return f"the database in {DATABASE_URL_ENV} ({url.split('://', 1)[0]})"
 
 
 def _notes(method: str, queries: int) -> str:
