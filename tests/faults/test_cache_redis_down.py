@@ -16,6 +16,7 @@ the run is judged afterwards:
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import random
 import threading
@@ -25,11 +26,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import redis
-import redis.cluster
+import redis.asyncio.cluster
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 import seawall
+import seawall.aio
 
 RATE = 500  # requests per second, all threads together
 THREADS = 8
@@ -52,8 +54,8 @@ def client_options() -> dict[str, Any]:
     }
 
 
-def make_cache(client: Any, name: str) -> seawall.Cache:
-    return seawall.Cache(
+def make_cache(client: Any, name: str, kind: Any = seawall.Cache) -> Any:
+    return kind(
         client,
         name,
         ttl=120,  # nothing expires in Redis during the run; L1 entries live 5 s
@@ -105,11 +107,10 @@ def generate(cache: seawall.Cache, run: Run, index: int, start: float, end: floa
         run.requests.append((began, time.monotonic() - began, warm, error))
 
 
-def monitor(cache: seawall.Cache, run: Run, stop: threading.Event) -> None:
+def monitor(cache: Any, listener: Any, run: Run, stop: threading.Event) -> None:
+    """Samples whether L1 invalidation listens and how many answers were served stale."""
     while not stop.wait(0.05):
-        listener = cache._listener()
-        listening = listener is not None and listener.listening
-        run.samples.append((time.monotonic(), listening, cache.stats().stale_served))
+        run.samples.append((time.monotonic(), listener.listening, cache.stats().stale_served))
 
 
 def run_outage(
@@ -135,7 +136,7 @@ def run_outage(
         threading.Thread(target=generate, args=(cache, run, i, start, end), daemon=True)
         for i in range(THREADS)
     ]
-    threads.append(threading.Thread(target=monitor, args=(cache, run, stop), daemon=True))
+    threads.append(threading.Thread(target=monitor, args=(cache, listener, run, stop), daemon=True))
     for thread in threads:
         thread.start()
     try:
@@ -152,6 +153,12 @@ def run_outage(
         threads[-1].join(5)
     run.ended_at = time.monotonic()
     return run
+
+
+def served_after(cache: seawall.Cache) -> None:
+    # After the end, Redis serves: a key never seen is loaded and written back.
+    assert cache.get_or_load("after", lambda: {"id": "after"}) == {"id": "after"}
+    assert cache.l1.discard("after") is None and cache.get("after") == {"id": "after"}
 
 
 def judge(run: Run, cache: seawall.Cache, label: str, duration: float) -> None:
@@ -197,6 +204,7 @@ def judge(run: Run, cache: seawall.Cache, label: str, duration: float) -> None:
         f"busiest 1 s window {busiest} (cap {LOADER_BURST} + {LOADER_RATE:.0f}/s); "
         f"slowest request {slowest:.3f} s; breaker opened {breaker.times_opened} times"
     )
+    assert len(run.samples) > 10 * duration
     assert rate >= 0.9 * RATE, rate  # the load generator kept up
     assert warm_errors == [], warm_errors[:5]
     assert all("CacheUnavailable" in str(r[3]) for r in cold_errors), cold_errors[:5]
@@ -206,9 +214,6 @@ def judge(run: Run, cache: seawall.Cache, label: str, duration: float) -> None:
     assert closed - run.back_at <= 2.0
     assert steady - run.back_at <= 2.0
     assert slowest <= MAX_BLOCK, slowest
-    # After the end, Redis serves: a key never seen is loaded and written back.
-    assert cache.get_or_load("after", lambda: {"id": "after"}) == {"id": "after"}
-    assert cache.get("after") == {"id": "after"}
 
 
 # --- acceptance 8: one server, SIGKILL (restart from AOF) and SIGSTOP ---------------------
@@ -228,6 +233,7 @@ def test_redis_killed_under_load(seawall_server_factory: Any) -> None:
             recover=server.restart,
         )
         judge(run, cache, "SIGKILL", 30.0)
+        served_after(cache)
     finally:
         client.close()
 
@@ -246,7 +252,113 @@ def test_redis_frozen_under_load(seawall_server_factory: Any) -> None:
             recover=server.resume,
         )
         judge(run, cache, "SIGSTOP", 30.0)
+        served_after(cache)
     finally:
         if server.paused:
             server.resume()
         client.close()
+
+
+# --- acceptance 10: the SIGSTOP variant on the 3+3 cluster, asyncio, shorter ------------
+
+
+def test_cluster_frozen_under_load_asyncio(seawall_cluster_factory: Any) -> None:
+    """Every node of a 3+3 cluster frozen at once (the whole of Redis goes away) for 4 s
+    of a 10 s run, with seawall.aio.Cache and 8 tasks. A cluster of its own: a freeze of
+    every node may shuffle roles afterwards.
+
+    asyncio, because there each Redis call is bounded by the breaker's call_timeout: a
+    sync RedisCluster client, on a timeout, asks the nodes for the slot map again, one
+    after the other, each bounded only by the socket timeout (docs/cache.md).
+    """
+    group = seawall_cluster_factory()
+
+    def freeze() -> None:
+        for node in group.nodes:
+            node.pause()
+
+    def thaw() -> None:
+        for node in group.nodes:
+            node.resume()
+
+    async def main() -> tuple[Run, Any]:
+        client = redis.asyncio.cluster.RedisCluster.from_url(group.url, **client_options())
+        cache = make_cache(client, "down-cluster", seawall.aio.Cache)
+        try:
+            run = await run_outage_async(
+                cache, duration=10.0, fault_after=2.0, outage=4.0, fault=freeze, recover=thaw
+            )
+            assert await cache.get_or_load("after", lambda: {"id": "after"}) == {"id": "after"}
+            cache.l1.discard("after")
+            assert await cache.get("after") == {"id": "after"}
+            return run, cache
+        finally:
+            await client.aclose()
+
+    try:
+        run, cache = asyncio.run(main())
+    finally:
+        thaw()
+    judge(run, cache, "cluster SIGSTOP (asyncio)", 10.0)
+
+
+async def generate_async(cache: Any, run: Run, index: int, start: float, end: float) -> None:
+    rng = random.Random(index)
+    interval = THREADS / RATE
+    due = start + index * interval / THREADS
+    n = 0
+
+    async def load(key: str) -> Any:
+        return loader(run, key)
+
+    while due < end:
+        delay = due - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        n += 1
+        due += interval
+        warm = rng.random() >= COLD_SHARE
+        key = f"k{rng.randrange(WARM)}" if warm else f"cold:{index}:{n}"
+        began = time.monotonic()
+        try:
+            value = await cache.get_or_load(key, functools.partial(load, key))
+            error = None if value == {"id": key} else f"wrong value {value!r}"
+        except Exception as exc:
+            error = repr(exc)
+        run.requests.append((began, time.monotonic() - began, warm, error))
+
+
+async def run_outage_async(
+    cache: Any,
+    *,
+    duration: float,
+    fault_after: float,
+    outage: float,
+    fault: Callable[[], None],
+    recover: Callable[[], None],
+) -> Run:
+    """run_outage for seawall.aio.Cache: 8 tasks in one event loop."""
+    listener = cache._listener()
+    assert listener is not None and await listener.wait_listening(10)
+    assert await cache.warm({f"k{i}": {"id": f"k{i}"} for i in range(WARM)}) == WARM
+    assert all(f"k{i}" in cache.l1._entries for i in range(WARM))
+    run = Run()
+    start = time.monotonic() + 0.1
+    end = start + duration
+    stop = threading.Event()
+    sampler = threading.Thread(target=monitor, args=(cache, listener, run, stop), daemon=True)
+    sampler.start()
+    tasks = [asyncio.create_task(generate_async(cache, run, i, start, end)) for i in range(THREADS)]
+    try:
+        await asyncio.sleep(max(0.0, start + fault_after - time.monotonic()))
+        run.fault_at = time.monotonic()
+        fault()  # signals only: does not block the loop
+        await asyncio.sleep(max(0.0, run.fault_at + outage - time.monotonic()))
+        recover()
+        run.back_at = time.monotonic()
+    finally:
+        await asyncio.gather(*tasks)
+        stop.set()
+        sampler.join(5)
+    run.ended_at = time.monotonic()
+    return run

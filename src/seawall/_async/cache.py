@@ -8,9 +8,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 import redis.asyncio.cluster
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import NoScriptError
 
-from seawall._async.cache_base import _FETCH, _STORE, _VOID, CORRUPT, RedisUnavailable, ms
+from seawall._async.cache_base import _FETCH, _STORE, _VOID, CORRUPT, REDIS_DOWN, ms
 from seawall._async.cache_loading import AsyncCacheCore
 from seawall._async.scripts import run_script
 from seawall._breaker import CircuitBreaker, RateLimiter
@@ -131,7 +131,7 @@ class AsyncCache(AsyncCacheCore):
             return found
         try:
             return await self._load_shared(text, loader, entry_ttl)
-        except (RedisUnavailable, RedisError, OSError, TimeoutError) as exc:
+        except REDIS_DOWN as exc:
             if self.breaker is None:
                 raise
             return await self._degraded(text, loader, exc)

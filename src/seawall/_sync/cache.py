@@ -9,9 +9,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 import redis.cluster
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import NoScriptError
 
-from seawall._sync.cache_base import _FETCH, _STORE, _VOID, CORRUPT, RedisUnavailable, ms
+from seawall._sync.cache_base import _FETCH, _STORE, _VOID, CORRUPT, REDIS_DOWN, ms
 from seawall._sync.cache_loading import CacheCore
 from seawall._sync.scripts import run_script
 from seawall._breaker import CircuitBreaker, RateLimiter
@@ -132,7 +132,7 @@ class Cache(CacheCore):
             return found
         try:
             return self._load_shared(text, loader, entry_ttl)
-        except (RedisUnavailable, RedisError, OSError, TimeoutError) as exc:
+        except REDIS_DOWN as exc:
             if self.breaker is None:
                 raise
             return self._degraded(text, loader, exc)

@@ -9,7 +9,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from redis.exceptions import ResponseError
+from redis.exceptions import RedisClusterException, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeout
 
 from seawall import _concurrency, _scripts
@@ -38,6 +38,12 @@ def ms(seconds: float) -> int:
 
 class RedisUnavailable(Exception):
     """The circuit breaker is open: Redis is not called (internal; the cache degrades)."""
+
+
+# What a Redis call raises when Redis is unreachable, frozen or not called (breaker open).
+# RedisClusterException is not a RedisError: a cluster client raises it when no node
+# answers while it looks for the slots' owners again.
+REDIS_DOWN = (RedisUnavailable, RedisError, RedisClusterException, OSError, TimeoutError)
 
 
 class CacheBase:
