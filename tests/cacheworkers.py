@@ -155,11 +155,11 @@ def db_write(db: tuple[str, str], row: int, value: str) -> None:
         conn.close()
 
 
-def stale_reader(url: str, db: tuple[str, str], name: str, pipe: Connection) -> None:
+def stale_reader(url: str, cluster: bool, db: tuple[str, str], name: str, pipe: Connection) -> None:
     """Commands: ("load",) -> get_or_load whose loader reports ("read", value) after reading
     the database, then waits a moment (the test stops the process there) before returning;
     answers ("loaded", value). ("get",) -> ("got", get_or_load with a plain loader)."""
-    r = sync_client(url, False)
+    r = sync_client(url, cluster)
     cache = seawall.Cache(r, name, ttl=30, lease=1.0, l1_ttl=5.0)
 
     def slow_loader() -> Any:
@@ -183,12 +183,14 @@ def stale_reader(url: str, db: tuple[str, str], name: str, pipe: Connection) -> 
 # --- acceptance 6: penetration by absent ids ---------------------------------------------------
 
 
-def absent_requests(url: str, name: str, ids: list[int], seed: int, go: Any) -> tuple[int, int]:
+def absent_requests(
+    url: str, cluster: bool, name: str, ids: list[int], seed: int, go: Any
+) -> tuple[int, int]:
     """get_or_load of each id in `ids` (shuffled); the loader finds nothing.
 
     Returns (requests answered, loader calls): counted here, which spares a round trip
     per load; the sum over all processes is the exact total."""
-    r = sync_client(url, False)
+    r = sync_client(url, cluster)
     cache = seawall.Cache(r, name, ttl=30, absent_ttl=60)
     order = list(ids)
     random.Random(seed).shuffle(order)
