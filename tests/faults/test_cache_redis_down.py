@@ -27,6 +27,7 @@ from typing import Any
 
 import redis
 import redis.asyncio.cluster
+import redis.cluster
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
@@ -366,3 +367,30 @@ async def run_outage_async(
         sampler.join(5)
     run.ended_at = time.monotonic()
     return run
+
+
+def test_sync_cluster_client_errors_count_as_redis_down(seawall_cluster_factory: Any) -> None:
+    """A sync RedisCluster that reaches no node raises RedisClusterException, which is not
+    a RedisError: the cache must degrade on it too, not pass it to the caller."""
+    group = seawall_cluster_factory(masters=1, replicas_per_master=0)
+    client = redis.cluster.RedisCluster.from_url(group.url, **client_options())
+    cache = make_cache(client, "cluster-gone")
+    try:
+        listener = cache._listener()
+        assert listener is not None and listener.wait_listening(10)
+        cache.set("held", "copy")
+        assert cache.get_or_load("held", lambda: "unused") == "copy"
+        group.nodes[0].kill()
+        raised: list[str] = []
+        for _ in range(5):
+            try:
+                client.get("probe")
+            except Exception as exc:
+                raised.append(type(exc).__name__)
+        # The situation under test: the client's own error is not a RedisError.
+        assert "RedisClusterException" in raised, raised
+        assert cache.get_or_load("new", lambda: "from-db") == "from-db"  # loader, limited
+        assert cache.get_or_load("held", lambda: "unused") == "copy"  # the L1 copy
+        assert cache.stats().stale_served >= 1
+    finally:
+        client.close()
