@@ -158,11 +158,11 @@ def db_write(db: tuple[str, str], row: int, value: str) -> None:
         conn.close()
 
 
-def stale_reader(url: str, db: tuple[str, str], name: str, pipe: Connection) -> None:
+def stale_reader(url: str, cluster: bool, db: tuple[str, str], name: str, pipe: Connection) -> None:
     """Commands: ("load",) -> get_or_load whose loader reports ("read", value) after reading
     the database, then waits a moment (the test stops the process there) before returning;
     answers ("loaded", value). ("get",) -> ("got", get_or_load with a plain loader)."""
-    r = sync_client(url, False)
+    r = sync_client(url, cluster)
     cache = seawall.Cache(r, name, ttl=30, lease=1.0, l1_ttl=5.0)
 
     def slow_loader() -> Any:
@@ -186,12 +186,14 @@ def stale_reader(url: str, db: tuple[str, str], name: str, pipe: Connection) -> 
 # --- acceptance 6: penetration by absent ids ---------------------------------------------------
 
 
-def absent_requests(url: str, name: str, ids: list[int], seed: int, go: Any) -> tuple[int, int]:
+def absent_requests(
+    url: str, cluster: bool, name: str, ids: list[int], seed: int, go: Any
+) -> tuple[int, int]:
     """get_or_load of each id in `ids` (shuffled); the loader finds nothing.
 
     Returns (requests answered, loader calls): counted here, which spares a round trip
     per load; the sum over all processes is the exact total."""
-    r = sync_client(url, False)
+    r = sync_client(url, cluster)
     cache = seawall.Cache(r, name, ttl=30, absent_ttl=60)
     order = list(ids)
     random.Random(seed).shuffle(order)
@@ -227,3 +229,83 @@ def report(results: Any, index: int, function: Any, *args: Any) -> None:
     except BaseException as exc:
         results.put((index, None, repr(exc)))
         raise
+
+
+# --- acceptance 9: a write elsewhere reaches this process's L1 -----------------------------
+
+
+def l1_reader(url: str, cluster: bool, world: str, name: str, pipe: Connection) -> None:
+    """Process B: a Cache whose L1 would keep a value for 60 s, so only an invalidation (or
+    a lost invalidation connection) makes it read Redis again. Commands:
+
+    ("prime", keys) -> ("primed", how many keys are now in L1 with their value);
+    ("watch", keys, value, timeout) -> {key: monotonic_ns when get(key) first returned
+    `value`}, keys taken in order, each polled until then;
+    ("peek", keys) -> the values get() returns now, and stats().l1_hits;
+    ("stop",).
+    """
+    if world == "async":
+        asyncio.run(_l1_reader_async(url, cluster, name, pipe))
+        return
+    r = sync_client(url, cluster)
+    cache = seawall.Cache(r, name, ttl=300, l1_ttl=60)
+    listener = cache._listener()
+    assert listener is not None and listener.wait_listening(20)
+    while True:
+        command = pipe.recv()
+        if command[0] == "prime":
+            values = [cache.get_or_load(key, lambda: "unused") for key in command[1]]
+            held = sum(1 for key in command[1] if key in cache.l1._entries)
+            pipe.send(("primed", held, values))
+        elif command[0] == "watch":
+            _, keys, value, timeout = command
+            seen: dict[str, int] = {}
+            deadline = time.monotonic() + timeout
+            for key in keys:
+                while time.monotonic() < deadline:
+                    if cache.get(key) == value:
+                        seen[key] = time.monotonic_ns()
+                        break
+                    time.sleep(0.0002)  # a test's poll, not the library's
+            pipe.send(seen)
+        elif command[0] == "peek":
+            pipe.send(([cache.get(key) for key in command[1]], cache.stats().l1_hits))
+        else:
+            r.close()
+            return
+
+
+async def _l1_reader_async(url: str, cluster: bool, name: str, pipe: Connection) -> None:
+    r = async_client(url, cluster)
+    cache = seawall.aio.Cache(r, name, ttl=300, l1_ttl=60)
+    listener = cache._listener()
+    assert listener is not None and await listener.wait_listening(20)
+
+    async def unused() -> str:
+        return "unused"
+
+    loop = asyncio.get_running_loop()
+    while True:
+        # Wait for a command in a thread: the listener task keeps running meanwhile.
+        command = await loop.run_in_executor(None, pipe.recv)
+        if command[0] == "prime":
+            values = [await cache.get_or_load(key, unused) for key in command[1]]
+            held = sum(1 for key in command[1] if key in cache.l1._entries)
+            pipe.send(("primed", held, values))
+        elif command[0] == "watch":
+            _, keys, value, timeout = command
+            seen: dict[str, int] = {}
+            deadline = time.monotonic() + timeout
+            for key in keys:
+                while time.monotonic() < deadline:
+                    if await cache.get(key) == value:
+                        seen[key] = time.monotonic_ns()
+                        break
+                    # An L1 hit never yields: let the listener task run.
+                    await asyncio.sleep(0.0002)
+            pipe.send(seen)
+        elif command[0] == "peek":
+            pipe.send(([await cache.get(key) for key in command[1]], cache.stats().l1_hits))
+        else:
+            await r.aclose()
+            return

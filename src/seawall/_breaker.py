@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -21,6 +22,9 @@ State = Literal["closed", "open", "half-open"]
 CLOSED: State = "closed"
 OPEN: State = "open"
 HALF_OPEN: State = "half-open"
+
+# How many state changes `CircuitBreaker.transitions` keeps.
+TRANSITIONS_KEPT = 1000
 
 
 def _positive(value: Any, what: str) -> float:
@@ -71,6 +75,9 @@ class CircuitBreaker:
         self._probe_since: float | None = None  # when the half-open probe was let through
         self.times_opened = 0
         self.rejected = 0  # calls not allowed while open
+        # (clock time, new state) of the latest changes, oldest first: to see when it
+        # opened and closed (monitoring, tests), without a callback under the mutex.
+        self.transitions: deque[tuple[float, State]] = deque(maxlen=TRANSITIONS_KEPT)
 
     def __repr__(self) -> str:
         return f"<CircuitBreaker {self.state} failures={self._failures}>"
@@ -83,8 +90,13 @@ class CircuitBreaker:
 
     def _advance(self, now: float) -> None:
         if self._state == OPEN and now - self._opened_at >= self.open_for:
-            self._state = HALF_OPEN
+            self._change(HALF_OPEN, now)
             self._probe_since = None
+
+    def _change(self, state: State, now: float) -> None:
+        if state != self._state:
+            self._state = state
+            self.transitions.append((now, state))
 
     def allow(self) -> bool:
         """Whether to call Redis now. Each True must be followed by success() or failure()."""
@@ -104,7 +116,7 @@ class CircuitBreaker:
     def success(self) -> None:
         """The call answered (a reply, even an error reply, means Redis is alive)."""
         with self._mutex:
-            self._state = CLOSED
+            self._change(CLOSED, self._clock())
             self._failures = 0
             self._probe_since = None
 
@@ -117,7 +129,7 @@ class CircuitBreaker:
                 return  # a call allowed before the breaker opened; it changes nothing
             self._failures += 1
             if self._state == HALF_OPEN or timed_out or self._failures >= self.failure_threshold:
-                self._state = OPEN
+                self._change(OPEN, now)
                 self._opened_at = now
                 self._failures = 0
                 self._probe_since = None

@@ -292,3 +292,34 @@ async def async_resolve(value: Any) -> Any:
 
 def resolve(value: Any) -> Any:
     return value
+
+
+class AsyncSlots:
+    """At most `count` holders at once among the tasks of one event loop; waits bounded."""
+
+    def __init__(self, count: int) -> None:
+        self._semaphore = asyncio.Semaphore(count)
+
+    async def acquire(self, timeout: float) -> bool:
+        try:
+            async with asyncio.timeout(timeout):
+                await self._semaphore.acquire()
+        except TimeoutError:
+            return False
+        return True
+
+    def release(self) -> None:
+        self._semaphore.release()
+
+
+class Slots:
+    """At most `count` holders at once among the threads of a process; waits bounded."""
+
+    def __init__(self, count: int) -> None:
+        self._semaphore = threading.BoundedSemaphore(count)
+
+    def acquire(self, timeout: float) -> bool:
+        return self._semaphore.acquire(timeout=timeout)
+
+    def release(self) -> None:
+        self._semaphore.release()

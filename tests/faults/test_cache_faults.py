@@ -61,7 +61,7 @@ def wait_for(condition: Any, what: str, timeout: float = 15.0) -> None:
         time.sleep(0.01)
 
 
-# --- acceptance 3: stale set against a real database ---------------------------------------------
+# --- acceptance 3 and 10: stale set against a real database ------------------------------------
 
 
 def databases() -> list[str]:
@@ -86,13 +86,15 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
 
 @pytest.mark.parametrize("pause", ["short", "past-lease"])
 def test_paused_reader_never_writes_back_a_value_older_than_a_delete(
-    standalone: Target, database: tuple[str, str], pause: str
+    target: Target, database: tuple[str, str], pause: str
 ) -> None:
     """Facebook's stale-set race: read DB, (writer commits + deletes), write cache."""
     name = f"staleset-{pause}"
-    r = standalone.sync()
+    r = target.sync()
     here, there = SPAWN.Pipe()
-    reader = SPAWN.Process(target=stale_reader, args=(standalone.url, database, name, there))
+    reader = SPAWN.Process(
+        target=stale_reader, args=(target.url, target.cluster, database, name, there)
+    )
     reader.start()
     cache = seawall.Cache(r, name, ttl=30, lease=1.0, l1_size=0)
     try:

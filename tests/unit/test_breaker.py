@@ -167,3 +167,16 @@ def test_bucket_arguments_are_checked() -> None:
         RateLimiter(1, burst=0)
     with pytest.raises(ValueError, match="burst 2"):
         RateLimiter(1, burst=2).try_acquire(3)
+
+
+def test_transitions_record_each_state_change_with_its_time() -> None:
+    clock = Clock()
+    breaker = CircuitBreaker(failure_threshold=1, open_for=1.0, clock=clock)
+    breaker.success()  # closed already: not a change
+    clock.now = 10.0
+    breaker.failure()
+    clock.now = 11.5
+    assert breaker.allow()  # half-open, noticed now
+    clock.now = 11.6
+    breaker.success()
+    assert list(breaker.transitions) == [(10.0, "open"), (11.5, "half-open"), (11.6, "closed")]

@@ -8,9 +8,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 import redis.asyncio.cluster
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import NoScriptError
 
-from seawall._async.cache_base import _FETCH, _STORE, _VOID, CORRUPT, RedisUnavailable, ms
+from seawall._async.cache_base import _FETCH, _STORE, _VOID, CORRUPT, REDIS_DOWN, ms
 from seawall._async.cache_loading import AsyncCacheCore
 from seawall._async.scripts import run_script
 from seawall._breaker import CircuitBreaker, RateLimiter
@@ -131,7 +131,7 @@ class AsyncCache(AsyncCacheCore):
             return found
         try:
             return await self._load_shared(text, loader, entry_ttl)
-        except (RedisUnavailable, RedisError, OSError, TimeoutError) as exc:
+        except REDIS_DOWN as exc:
             if self.breaker is None:
                 raise
             return await self._degraded(text, loader, exc)
@@ -162,9 +162,7 @@ class AsyncCache(AsyncCacheCore):
             self._counters.add("l1_hits" if found is not None else "absent_hits")
             return default if found is None else found
         epoch = self._fill_epoch()
-        reply = await run_script(
-            self._client, _FETCH, cache_keys(self.namespace, text).all, ("", 0, "", "")
-        )
+        reply = await self._command(_FETCH, cache_keys(self.namespace, text).all, ("", 0, "", ""))
         if int(reply[0]) == 5:
             self._counters.add("misses")
             return default
@@ -199,8 +197,7 @@ class AsyncCache(AsyncCacheCore):
         text = self._key(key)
         self.l1.discard(text)
         channel, message = self._invalidation(text)
-        await run_script(
-            self._client,
+        await self._command(
             _VOID,
             cache_keys(self.namespace, text).all,
             ("", CACHE_WAKE_PREFIX, channel, message),

@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from redis.exceptions import ResponseError
+from redis.exceptions import RedisClusterException, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeout
 
 from seawall import _concurrency, _scripts
@@ -18,10 +18,11 @@ from seawall._async.scripts import run_script
 from seawall._breaker import CircuitBreaker, RateLimiter
 from seawall._cache_codec import ABSENT_PAYLOAD, Serializer
 from seawall._cache_stats import Counters
-from seawall._concurrency import async_scope, async_time_limit
+from seawall._concurrency import AsyncSlots, ScopedRegistry, async_scope, async_time_limit
 from seawall._freshness import jittered
 from seawall._l1 import L1
 from seawall._validate import AsyncClient
+from seawall.errors import CacheWaitTimeout
 
 _FETCH = _scripts.load("cache_fetch")
 _STORE = _scripts.load("cache_store")
@@ -31,12 +32,28 @@ _VOID = _scripts.load("cache_void")
 CORRUPT: Any = object()
 
 
+# Connections a process may hold from the client's pool for pub/sub: the L1 invalidation
+# listener and the load wake-ups. The cache's own commands use the rest.
+PUBSUB_CONNECTIONS = 2
+# A pool at least this large is unbounded in practice (redis-py's default is 2**31).
+UNBOUNDED_POOL = 2**30
+
+# The connection slots of each bounded pool, per process (per event loop in asyncio).
+_pool_slots = ScopedRegistry()
+
+
 def ms(seconds: float) -> int:
     return max(1, round(seconds * 1000))
 
 
 class RedisUnavailable(Exception):
     """The circuit breaker is open: Redis is not called (internal; the cache degrades)."""
+
+
+# What a Redis call raises when Redis is unreachable, frozen or not called (breaker open).
+# RedisClusterException is not a RedisError: a cluster client raises it when no node
+# answers while it looks for the slots' owners again.
+REDIS_DOWN = (RedisUnavailable, RedisError, RedisClusterException, OSError, TimeoutError)
 
 
 class AsyncCacheBase:
@@ -77,6 +94,7 @@ class AsyncCacheBase:
         self.breaker = breaker
         self.loader_limit = loader_limit
         self._invalidator: tuple[object, AsyncInvalidator] | None = None
+        self._slots_cached: tuple[object, AsyncSlots | None] | None = None
         # Sender id of invalidations published when no listener runs here (L1 off).
         self._sender = uuid.uuid4().hex
 
@@ -153,23 +171,70 @@ class AsyncCacheBase:
 
     # --- Redis calls -------------------------------------------------------------------------
 
+    def _slots(self) -> AsyncSlots | None:
+        """Slots for this process's cache commands on a pool with `max_connections`: callers
+        beyond it wait for a free connection instead of failing with redis-py's "Too many
+        connections". None for unbounded pools and cluster clients (a pool per node)."""
+        here = async_scope()
+        cached = self._slots_cached
+        if cached is None or cached[0] is not here:
+            pool = getattr(self._client, "connection_pool", None)
+            size = getattr(pool, "max_connections", None)
+            slots = None
+            if isinstance(size, int) and size < UNBOUNDED_POOL:
+                count = max(1, size - PUBSUB_CONNECTIONS)
+                slots = _pool_slots.get(here, pool, lambda: AsyncSlots(count))
+            cached = self._slots_cached = (here, slots)
+        return cached[1]
+
+    async def _take(self, slots: AsyncSlots, keys: Sequence[str]) -> None:
+        if not await slots.acquire(self.wait_timeout):
+            raise CacheWaitTimeout(
+                f"cache {self.namespace!r}: no connection of the client's pool was free for "
+                f"wait_timeout={self.wait_timeout} s (key {keys[0]!r}); raise the pool's "
+                "max_connections or lower the number of concurrent callers",
+                key=keys[0],
+            )
+
+    async def _command(
+        self, script: _scripts.LuaScript, keys: Sequence[str], args: Sequence[Any]
+    ) -> Any:
+        """Run a script holding a connection slot (see _slots); no breaker."""
+        slots = self._slots()
+        if slots is None:
+            return await run_script(self._client, script, keys, args)
+        await self._take(slots, keys)
+        try:
+            return await run_script(self._client, script, keys, args)
+        finally:
+            slots.release()
+
     async def _redis(
         self, script: _scripts.LuaScript, keys: Sequence[str], args: Sequence[Any]
     ) -> Any:
         """Run a script; with a breaker, only while it allows, each call bounded in time."""
         breaker = self.breaker
         if breaker is None:
-            return await run_script(self._client, script, keys, args)
-        if not breaker.allow():
-            raise RedisUnavailable(f"circuit open for cache {self.namespace!r}")
+            return await self._command(script, keys, args)
+        slots = self._slots()
+        # Taken before the breaker is asked and the time limit starts: a wait for a free
+        # connection is congestion here, not a sign that Redis is down.
+        if slots is not None:
+            await self._take(slots, keys)
         try:
-            async with async_time_limit(breaker.call_timeout):
-                reply = await run_script(self._client, script, keys, args)
-        except ResponseError:
-            breaker.success()  # an error reply: Redis itself is alive
-            raise
-        except Exception as exc:
-            breaker.failure(timed_out=isinstance(exc, TimeoutError | RedisTimeout))
-            raise
-        breaker.success()
-        return reply
+            if not breaker.allow():
+                raise RedisUnavailable(f"circuit open for cache {self.namespace!r}")
+            try:
+                async with async_time_limit(breaker.call_timeout):
+                    reply = await run_script(self._client, script, keys, args)
+            except ResponseError:
+                breaker.success()  # an error reply: Redis itself is alive
+                raise
+            except Exception as exc:
+                breaker.failure(timed_out=isinstance(exc, TimeoutError | RedisTimeout))
+                raise
+            breaker.success()
+            return reply
+        finally:
+            if slots is not None:
+                slots.release()

@@ -14,16 +14,14 @@ import secrets
 from collections.abc import Callable
 from typing import Any
 
-from redis.exceptions import RedisError
-
 from seawall import _concurrency
 from seawall._async.cache_base import (
     _FETCH,
     _STORE,
     _VOID,
     CORRUPT,
+    REDIS_DOWN,
     AsyncCacheBase,
-    RedisUnavailable,
     ms,
 )
 from seawall._async.cache_waker import AsyncCacheWaker, get_cache_waker
@@ -263,7 +261,7 @@ class AsyncCacheCore(AsyncCacheBase):
         took = _concurrency.monotonic() - started
         try:
             await self._store(keys, key, token, value, payload, took, ttl, epoch)
-        except (RedisUnavailable, RedisError, OSError, TimeoutError):
+        except REDIS_DOWN:
             if self.breaker is None:
                 raise
             # Redis went away during the load: the caller still gets what it paid for.

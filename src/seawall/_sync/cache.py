@@ -9,9 +9,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
 import redis.cluster
-from redis.exceptions import NoScriptError, RedisError
+from redis.exceptions import NoScriptError
 
-from seawall._sync.cache_base import _FETCH, _STORE, _VOID, CORRUPT, RedisUnavailable, ms
+from seawall._sync.cache_base import _FETCH, _STORE, _VOID, CORRUPT, REDIS_DOWN, ms
 from seawall._sync.cache_loading import CacheCore
 from seawall._sync.scripts import run_script
 from seawall._breaker import CircuitBreaker, RateLimiter
@@ -132,7 +132,7 @@ class Cache(CacheCore):
             return found
         try:
             return self._load_shared(text, loader, entry_ttl)
-        except (RedisUnavailable, RedisError, OSError, TimeoutError) as exc:
+        except REDIS_DOWN as exc:
             if self.breaker is None:
                 raise
             return self._degraded(text, loader, exc)
@@ -163,9 +163,7 @@ class Cache(CacheCore):
             self._counters.add("l1_hits" if found is not None else "absent_hits")
             return default if found is None else found
         epoch = self._fill_epoch()
-        reply = run_script(
-            self._client, _FETCH, cache_keys(self.namespace, text).all, ("", 0, "", "")
-        )
+        reply = self._command(_FETCH, cache_keys(self.namespace, text).all, ("", 0, "", ""))
         if int(reply[0]) == 5:
             self._counters.add("misses")
             return default
@@ -200,8 +198,7 @@ class Cache(CacheCore):
         text = self._key(key)
         self.l1.discard(text)
         channel, message = self._invalidation(text)
-        run_script(
-            self._client,
+        self._command(
             _VOID,
             cache_keys(self.namespace, text).all,
             ("", CACHE_WAKE_PREFIX, channel, message),

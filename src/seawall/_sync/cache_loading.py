@@ -15,16 +15,14 @@ import secrets
 from collections.abc import Callable
 from typing import Any
 
-from redis.exceptions import RedisError
-
 from seawall import _concurrency
 from seawall._sync.cache_base import (
     _FETCH,
     _STORE,
     _VOID,
     CORRUPT,
+    REDIS_DOWN,
     CacheBase,
-    RedisUnavailable,
     ms,
 )
 from seawall._sync.cache_waker import CacheWaker, get_cache_waker
@@ -264,7 +262,7 @@ class CacheCore(CacheBase):
         took = _concurrency.monotonic() - started
         try:
             self._store(keys, key, token, value, payload, took, ttl, epoch)
-        except (RedisUnavailable, RedisError, OSError, TimeoutError):
+        except REDIS_DOWN:
             if self.breaker is None:
                 raise
             # Redis went away during the load: the caller still gets what it paid for.
