@@ -234,3 +234,17 @@ def async_membership(container: Any, item: Any) -> bool:
 
 def membership(container: Any, item: Any) -> bool:
     return bool(container.might_contain(item))
+
+
+
+def async_raise_if_cancelled() -> None:
+    """Raise CancelledError if the current task was asked to stop. Call it where errors
+    are caught and retried: some redis-py paths turn a cancellation into another error."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
+def raise_if_cancelled() -> None:
+    # Threads cannot be cancelled.
+    pass
