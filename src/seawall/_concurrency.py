@@ -323,3 +323,17 @@ class Slots:
 
     def release(self) -> None:
         self._semaphore.release()
+
+
+
+def async_raise_if_cancelled() -> None:
+    """Raise CancelledError if the current task was asked to stop. Call it where errors
+    are caught and retried: some redis-py paths turn a cancellation into another error."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
+def raise_if_cancelled() -> None:
+    # Threads cannot be cancelled.
+    pass

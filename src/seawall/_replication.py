@@ -7,7 +7,7 @@ Any primitive adopts it in three steps: build a policy at construction with
 `replica_policy(replicas, replica_timeout, what)`; send its acquire script through
 `run_script_replicated(client, script, keys, args, policy)` when the policy is not None;
 when the script took something but `policy.enough(acked)` is False, undo the acquisition
-with the primitive's own release script and raise `policy.error(name, acked)`.
+with the primitive's own release script and raise `policy.error(what, name, acked)`.
 """
 
 from __future__ import annotations

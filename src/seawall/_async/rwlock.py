@@ -20,6 +20,7 @@ from redis.exceptions import RedisError
 
 from seawall import _concurrency, _lease, _rwpolicy, _scripts
 from seawall._async.renewer import get_renewer
+from seawall._async.replication import run_script_replicated
 from seawall._async.scripts import run_script
 from seawall._async.waker import AsyncWaker, get_waker
 from seawall._concurrency import (
@@ -30,6 +31,7 @@ from seawall._concurrency import (
     async_time_limit,
 )
 from seawall._keys import WAKE_PREFIX, RWLockKeys, rwlock_keys
+from seawall._replication import DEFAULT_REPLICA_TIMEOUT, replica_policy
 from seawall._rwpolicy import ms
 from seawall._validate import check_async_client, check_name, check_seconds, check_timeout
 from seawall.errors import LockError, LockNotOwnedError, LockTimeout
@@ -61,7 +63,8 @@ class AsyncRWLock:
     """A reader-writer lock shared by many processes: `rw.read()` and `rw.write()`.
 
     Each call returns a new lock-like object (acquire/release/extend/owned/fence, `async
-    with`), so every thread or task takes its own hold.
+    with`), so every thread or task takes its own hold. With `replicas=N` a hold of either
+    side counts only once N replicas acknowledged it.
     """
 
     def __init__(
@@ -73,6 +76,8 @@ class AsyncRWLock:
         timeout: float | None = None,
         renew: bool = True,
         on_lost: Callable[[AsyncRWSide], Any] | None = None,
+        replicas: int = 0,
+        replica_timeout: float = DEFAULT_REPLICA_TIMEOUT,
     ) -> None:
         self._client = check_async_client(client, "RWLock")
         self.name = check_name(name, "RWLock")
@@ -82,6 +87,7 @@ class AsyncRWLock:
             raise TypeError(f"on_lost of rwlock {name!r} must be callable, got {on_lost!r}")
         self.renew = bool(renew)
         self.on_lost = on_lost
+        self.replication = replica_policy(replicas, replica_timeout, f"rwlock {name!r}")
         self.keys: RWLockKeys = rwlock_keys(name)
 
     def __repr__(self) -> str:
@@ -205,21 +211,25 @@ class AsyncRWSide:
         With a `waiter_id`, a failed try also queues this process to be woken.
         """
         keys = self._keys
+        script_keys = (
+            keys.writer,
+            keys.readers,
+            keys.writers_waiting,
+            keys.readers_waiting,
+            keys.admitted,
+            keys.fence,
+        )
+        args = (token, ms(self.ttl), waiter_id, self._intent_ms(), "1" if queued else "")
+        policy = self.rwlock.replication
         sent = _concurrency.monotonic()
+        acked = 0
         try:
-            reply = await run_script(
-                self._client,
-                self._acquire_script,
-                (
-                    keys.writer,
-                    keys.readers,
-                    keys.writers_waiting,
-                    keys.readers_waiting,
-                    keys.admitted,
-                    keys.fence,
-                ),
-                (token, ms(self.ttl), waiter_id, self._intent_ms(), "1" if queued else ""),
-            )
+            if policy is None:
+                reply = await run_script(self._client, self._acquire_script, script_keys, args)
+            else:
+                reply, acked = await run_script_replicated(
+                    self._client, self._acquire_script, script_keys, args, policy
+                )
         except BaseException:
             # Cancelled or failed mid-flight: the server may have granted it. Give that
             # token back (a no-op if it was not granted) and never renew it.
@@ -230,6 +240,18 @@ class AsyncRWSide:
             raise
         if int(reply[0]) != 1:
             return int(reply[1])
+        if policy is not None and not policy.enough(acked):
+            # Granted, but a failover now could lose it: give it back with this side's
+            # usual release, which wakes whoever it lets in, rather than hold it unreplicated.
+            try:
+                await self._release_token(token)
+            except BaseException:
+                async_background(
+                    functools.partial(self._release_token, token),
+                    f"release of rwlock {self.name!r} ({self._kind})",
+                )
+                raise
+            raise policy.error(f"the {self._kind} side of rwlock", self.name, acked)
         hold = _Hold(token, int(reply[1]), me, self.ttl, _lease.lease_deadline(sent, self.ttl))
         self._hold = hold
         self._last_fence = hold.fence

@@ -37,6 +37,7 @@ from seawall._concurrency import (
     AsyncWorker,
     ScopedRegistry,
     async_background,
+    async_raise_if_cancelled,
     async_scope,
     async_sleep,
 )
@@ -297,6 +298,7 @@ class AsyncWaker:
                     try:
                         pubsub = await self._open()
                     except Exception as exc:
+                        async_raise_if_cancelled()
                         _concurrency.log.debug("seawall: waker cannot connect: %r", exc)
                         if self._detach_if_idle(quiet_since):
                             return
@@ -309,6 +311,11 @@ class AsyncWaker:
                 try:
                     message = await pubsub.get_message(timeout=POLL)
                 except Exception as exc:
+                    # redis-py (8.1, seen with Sentinel-managed asyncio clients) can turn the
+                    # cancellation of a read into a ConnectionError: reconnecting then would
+                    # keep a cancelled listener alive until IDLE_EXIT, and asyncio.run()
+                    # would wait for it that long.
+                    async_raise_if_cancelled()
                     # Not only ConnectionError: when the user closes the client under us, the
                     # parser can fail with anything. Start over on a fresh connection.
                     _concurrency.log.debug("seawall: waker connection failed: %r", exc)

@@ -21,6 +21,7 @@ from redis.exceptions import RedisError
 
 from seawall import _concurrency, _lease, _rwpolicy, _scripts
 from seawall._sync.renewer import get_renewer
+from seawall._sync.replication import run_script_replicated
 from seawall._sync.scripts import run_script
 from seawall._sync.waker import Waker, get_waker
 from seawall._concurrency import (
@@ -31,6 +32,7 @@ from seawall._concurrency import (
     time_limit,
 )
 from seawall._keys import WAKE_PREFIX, RWLockKeys, rwlock_keys
+from seawall._replication import DEFAULT_REPLICA_TIMEOUT, replica_policy
 from seawall._rwpolicy import ms
 from seawall._validate import check_client, check_name, check_seconds, check_timeout
 from seawall.errors import LockError, LockNotOwnedError, LockTimeout
@@ -62,7 +64,8 @@ class RWLock:
     """A reader-writer lock shared by many processes: `rw.read()` and `rw.write()`.
 
     Each call returns a new lock-like object (acquire/release/extend/owned/fence, `async
-    with`), so every thread or task takes its own hold.
+    with`), so every thread or task takes its own hold. With `replicas=N` a hold of either
+    side counts only once N replicas acknowledged it.
     """
 
     def __init__(
@@ -74,6 +77,8 @@ class RWLock:
         timeout: float | None = None,
         renew: bool = True,
         on_lost: Callable[[RWSide], Any] | None = None,
+        replicas: int = 0,
+        replica_timeout: float = DEFAULT_REPLICA_TIMEOUT,
     ) -> None:
         self._client = check_client(client, "RWLock")
         self.name = check_name(name, "RWLock")
@@ -83,6 +88,7 @@ class RWLock:
             raise TypeError(f"on_lost of rwlock {name!r} must be callable, got {on_lost!r}")
         self.renew = bool(renew)
         self.on_lost = on_lost
+        self.replication = replica_policy(replicas, replica_timeout, f"rwlock {name!r}")
         self.keys: RWLockKeys = rwlock_keys(name)
 
     def __repr__(self) -> str:
@@ -206,21 +212,25 @@ class RWSide:
         With a `waiter_id`, a failed try also queues this process to be woken.
         """
         keys = self._keys
+        script_keys = (
+            keys.writer,
+            keys.readers,
+            keys.writers_waiting,
+            keys.readers_waiting,
+            keys.admitted,
+            keys.fence,
+        )
+        args = (token, ms(self.ttl), waiter_id, self._intent_ms(), "1" if queued else "")
+        policy = self.rwlock.replication
         sent = _concurrency.monotonic()
+        acked = 0
         try:
-            reply = run_script(
-                self._client,
-                self._acquire_script,
-                (
-                    keys.writer,
-                    keys.readers,
-                    keys.writers_waiting,
-                    keys.readers_waiting,
-                    keys.admitted,
-                    keys.fence,
-                ),
-                (token, ms(self.ttl), waiter_id, self._intent_ms(), "1" if queued else ""),
-            )
+            if policy is None:
+                reply = run_script(self._client, self._acquire_script, script_keys, args)
+            else:
+                reply, acked = run_script_replicated(
+                    self._client, self._acquire_script, script_keys, args, policy
+                )
         except BaseException:
             # Cancelled or failed mid-flight: the server may have granted it. Give that
             # token back (a no-op if it was not granted) and never renew it.
@@ -231,6 +241,18 @@ class RWSide:
             raise
         if int(reply[0]) != 1:
             return int(reply[1])
+        if policy is not None and not policy.enough(acked):
+            # Granted, but a failover now could lose it: give it back with this side's
+            # usual release, which wakes whoever it lets in, rather than hold it unreplicated.
+            try:
+                self._release_token(token)
+            except BaseException:
+                background(
+                    functools.partial(self._release_token, token),
+                    f"release of rwlock {self.name!r} ({self._kind})",
+                )
+                raise
+            raise policy.error(f"the {self._kind} side of rwlock", self.name, acked)
         hold = _Hold(token, int(reply[1]), me, self.ttl, _lease.lease_deadline(sent, self.ttl))
         self._hold = hold
         self._last_fence = hold.fence

@@ -15,6 +15,7 @@ from redis.exceptions import RedisError
 from seawall import _concurrency, _lease, _scripts
 from seawall._sync.lock import QUEUE_TTL_MS, _Hold, _ms, _remaining
 from seawall._sync.renewer import get_renewer
+from seawall._sync.replication import run_script_replicated
 from seawall._sync.scripts import run_script
 from seawall._sync.waker import Waker, get_waker
 from seawall._concurrency import (
@@ -25,6 +26,7 @@ from seawall._concurrency import (
     time_limit,
 )
 from seawall._keys import WAKE_PREFIX, semaphore_keys
+from seawall._replication import DEFAULT_REPLICA_TIMEOUT, replica_policy
 from seawall._validate import (
     check_client,
     check_name,
@@ -54,6 +56,7 @@ class Semaphore:
     Each holder's lease is its own, timed by the server's clock and renewed at ttl/3 while
     held; a holder that dies gives its permit back when its lease ends. Waiting processes
     are served in arrival order: a newcomer never takes a permit a queued process waits for.
+    With `replicas=N` a permit counts only once N replicas acknowledged it.
     """
 
     def __init__(
@@ -66,6 +69,8 @@ class Semaphore:
         timeout: float | None = None,
         renew: bool = True,
         on_lost: Callable[[Semaphore], Any] | None = None,
+        replicas: int = 0,
+        replica_timeout: float = DEFAULT_REPLICA_TIMEOUT,
     ) -> None:
         self._client = check_client(client, "Semaphore")
         self.name = check_name(name, "Semaphore")
@@ -76,6 +81,7 @@ class Semaphore:
             raise TypeError(f"on_lost of semaphore {name!r} must be callable, got {on_lost!r}")
         self._renew_leases = bool(renew)
         self._on_lost = on_lost
+        self._replication = replica_policy(replicas, replica_timeout, f"semaphore {name!r}")
         self._keys = semaphore_keys(name)
         self._ttl_ms = _ms(self.ttl)
         self._hold: _Hold | None = None
@@ -171,22 +177,18 @@ class Semaphore:
     ) -> tuple[int, str] | None:
         """One try; None when acquired, else (ms until something lapses, our place)."""
         keys = self._keys
+        script_keys = (keys.key, keys.fence, keys.waiters, keys.seen)
+        args = (token, self.value, self._ttl_ms, waiter_id, WAITER_LAPSE_MS, QUEUE_TTL_MS, place)
+        policy = self._replication
         sent = _concurrency.monotonic()
+        acked = 0
         try:
-            reply = run_script(
-                self._client,
-                _ACQUIRE,
-                (keys.key, keys.fence, keys.waiters, keys.seen),
-                (
-                    token,
-                    self.value,
-                    self._ttl_ms,
-                    waiter_id,
-                    WAITER_LAPSE_MS,
-                    QUEUE_TTL_MS,
-                    place,
-                ),
-            )
+            if policy is None:
+                reply = run_script(self._client, _ACQUIRE, script_keys, args)
+            else:
+                reply, acked = run_script_replicated(
+                    self._client, _ACQUIRE, script_keys, args, policy
+                )
         except BaseException:
             # Cancelled or failed mid-flight: the server may have granted the permit. Give
             # it back (a no-op if it was not granted) and never start renewing it.
@@ -197,6 +199,19 @@ class Semaphore:
             raise
         if int(reply[0]) != 1:
             return int(reply[1]), _scripts.reply_text(reply[2])
+        if policy is not None and not policy.enough(acked):
+            # Granted, but a failover now could lose it: give it back with the usual
+            # release, which wakes the oldest waiters, rather than hold a permit the
+            # promoted replica may not know about.
+            try:
+                self._release_token(token)
+            except BaseException:
+                background(
+                    functools.partial(self._release_token, token),
+                    f"release of semaphore {self.name!r}",
+                )
+                raise
+            raise policy.error("a permit of semaphore", self.name, acked)
         hold = _Hold(token, int(reply[1]), me, self.ttl, _lease.lease_deadline(sent, self.ttl))
         with self._mutex:
             self._hold = hold

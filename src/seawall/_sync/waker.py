@@ -38,6 +38,7 @@ from seawall._concurrency import (
     Worker,
     ScopedRegistry,
     background,
+    raise_if_cancelled,
     scope,
     sleep,
 )
@@ -298,6 +299,7 @@ class Waker:
                     try:
                         pubsub = self._open()
                     except Exception as exc:
+                        raise_if_cancelled()
                         _concurrency.log.debug("seawall: waker cannot connect: %r", exc)
                         if self._detach_if_idle(quiet_since):
                             return
@@ -310,6 +312,11 @@ class Waker:
                 try:
                     message = pubsub.get_message(timeout=POLL)
                 except Exception as exc:
+                    # redis-py (8.1, seen with Sentinel-managed asyncio clients) can turn the
+                    # cancellation of a read into a ConnectionError: reconnecting then would
+                    # keep a cancelled listener alive until IDLE_EXIT, and asyncio.run()
+                    # would wait for it that long.
+                    raise_if_cancelled()
                     # Not only ConnectionError: when the user closes the client under us, the
                     # parser can fail with anything. Start over on a fresh connection.
                     _concurrency.log.debug("seawall: waker connection failed: %r", exc)
