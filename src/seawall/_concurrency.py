@@ -325,7 +325,6 @@ class Slots:
         self._semaphore.release()
 
 
-
 def async_raise_if_cancelled() -> None:
     """Raise CancelledError if the current task was asked to stop. Call it where errors
     are caught and retried: some redis-py paths turn a cancellation into another error."""
