@@ -22,6 +22,11 @@ RETRY_FRACTION = 1 / 10
 MIN_RETRY = 0.01
 
 
+def ms(seconds: float) -> int:
+    """Seconds as whole milliseconds for Redis, at least 1."""
+    return max(1, round(seconds * 1000))
+
+
 def renew_at(sent_at: float, ttl: float) -> float:
     """When to renew a lease whose last renewal was sent at `sent_at`."""
     return sent_at + ttl * RENEW_FRACTION

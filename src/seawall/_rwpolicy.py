@@ -24,9 +24,8 @@ READER_QUEUE_TTL = 5.0
 ADMIT_WINDOW = 0.5
 
 
-def ms(seconds: float) -> int:
-    """Seconds as whole milliseconds for Redis, at least 1."""
-    return max(1, round(seconds * 1000))
+# Seconds as whole milliseconds for Redis, at least 1 (as for every lease).
+ms = _lease.ms
 
 
 def intent_ttl(ttl: float) -> float:

@@ -10,16 +10,17 @@ import functools
 import secrets
 import warnings
 from collections.abc import Callable, Iterable, Sequence
-from types import TracebackType
 from typing import Any
 
 import redis.asyncio.cluster
 from redis.exceptions import NoScriptError, ResponseError
 
 from seawall import _concurrency, _lease, _redlock, _scripts
+from seawall._async.holder import AsyncHolder, Hold
 from seawall._async.renewer import get_renewer
-from seawall._concurrency import async_background, async_each_node, async_fire, async_owner
+from seawall._concurrency import async_background, async_each_node, async_owner
 from seawall._keys import tagged
+from seawall._lease import ms
 from seawall._validate import (
     AsyncClient,
     check_async_client,
@@ -35,26 +36,7 @@ _RELEASE = _scripts.load("redlock_release")
 _EXTEND = _scripts.load("lock_extend")
 
 
-def _ms(seconds: float) -> int:
-    return max(1, round(seconds * 1000))
-
-
-class _Hold:
-    """One acquisition: its token, fence and the end of its validity."""
-
-    __slots__ = ("deadline", "fence", "lost", "owner", "released", "token", "ttl")
-
-    def __init__(self, token: str, fence: int, owner: object, ttl: float, deadline: float) -> None:
-        self.token = token
-        self.fence = fence
-        self.owner = owner
-        self.ttl = ttl
-        self.deadline = deadline  # monotonic time at which the validity runs out
-        self.lost = False
-        self.released = False
-
-
-class AsyncRedlock:
+class AsyncRedlock(AsyncHolder):
     """A lock held by a majority of independent masters (the Redlock algorithm).
 
     It stays available while a minority of the masters is down or frozen. Each hold has
@@ -98,9 +80,9 @@ class AsyncRedlock:
         # Same hash tag as the key: both fit in one Cluster slot, as every seawall script's
         # keys do (each master here is still a separate server, never a Cluster).
         self._fence_key = f"{self.key}:fence"
-        self._ttl_ms = _ms(self.ttl)
+        self._ttl_ms = ms(self.ttl)
         self._quorum = _redlock.quorum(len(self._clients))
-        self._hold: _Hold | None = None
+        self._hold: Hold | None = None
         self._last_fence: int | None = None
         self._floor = 0  # the highest fence counter seen on any master
         self.attempts = 0  # attempts made by the last acquire()
@@ -218,7 +200,7 @@ class AsyncRedlock:
             if granted == 0:
                 _raise_server_error(replies)
             return False
-        hold = _Hold(token, plan.fence, me, self.ttl, _redlock.deadline(self.ttl, started))
+        hold = Hold(token, plan.fence, me, self.ttl, _redlock.deadline(self.ttl, started))
         self._hold = hold
         self._last_fence = plan.fence
         if self._renew_leases:
@@ -283,14 +265,14 @@ class AsyncRedlock:
         if self._renew_leases:
             get_renewer().reschedule(hold, _lease.renew_at(sent, new_ttl))
 
-    async def _extend_round(self, hold: _Hold, ttl: float) -> bool | None:
+    async def _extend_round(self, hold: Hold, ttl: float) -> bool | None:
         """Extend on every master: True done, False refused by a majority, None unsure."""
         started = _concurrency.monotonic()
         left = hold.deadline - started
         if left <= 0:
             return False
         replies = await self._on_all(
-            _EXTEND, (self.key,), (hold.token, _ms(ttl)), min(self.node_timeout, left)
+            _EXTEND, (self.key,), (hold.token, ms(ttl)), min(self.node_timeout, left)
         )
         now = _concurrency.monotonic()
         extended = sum(1 for reply in replies if _is_one(reply))
@@ -310,21 +292,20 @@ class AsyncRedlock:
     async def owned(self) -> bool:
         """Whether this object holds the lock now: within its validity, and a majority of
         the masters still have its token."""
-        hold = self._hold
-        if hold is None or hold.lost or _concurrency.monotonic() >= hold.deadline:
-            return False
-        token = hold.token
+        return await super().owned()
+
+    async def _holds(self, hold: Hold) -> bool:
         replies = await async_each_node(self._clients, ("GET", self.key), self.node_timeout)
         mine = sum(
             1
             for reply in replies
-            if isinstance(reply, bytes | str) and _scripts.reply_text(reply) == token
+            if isinstance(reply, bytes | str) and _scripts.reply_text(reply) == hold.token
         )
         return mine >= self._quorum and _concurrency.monotonic() < hold.deadline
 
     async def _renew(self, hold: object) -> float | None:
         """Called by the renewer: extend the hold; return when to renew next, or None."""
-        assert isinstance(hold, _Hold)
+        assert isinstance(hold, Hold)
         if hold.released or hold.lost:
             return None
         sent = _concurrency.monotonic()
@@ -343,19 +324,13 @@ class AsyncRedlock:
             return None
         return _lease.retry_at(now, hold.ttl, hold.deadline)
 
-    def _mark_lost(self, hold: _Hold, *, notify: bool = True) -> None:
-        if hold.lost or hold.released:
-            return
-        hold.lost = True
-        _concurrency.log.warning(
-            "seawall: Redlock %r lost its hold (fence %d); another process may hold it now",
-            self.name,
-            hold.fence,
+    def _lost_warning(self, hold: Hold) -> str:
+        return (
+            f"Redlock {self.name!r} lost its hold (fence {hold.fence}); another process may "
+            "hold it now"
         )
-        if notify and self._on_lost is not None:
-            async_fire(self._on_lost, self)
 
-    def _not_owned(self, hold: _Hold, action: str) -> LockNotOwnedError:
+    def _not_owned(self, hold: Hold, action: str) -> LockNotOwnedError:
         return LockNotOwnedError(
             f"cannot {action} Redlock {self.name!r}: its validity (fence {hold.fence}) ran "
             "out or a majority of masters no longer hold its token, so another process may "
@@ -363,24 +338,14 @@ class AsyncRedlock:
             lock_name=self.name,
         )
 
-    async def __aenter__(self) -> AsyncRedlock:
-        if not await self.acquire():
-            raise LockTimeout(
-                f"Redlock {self.name!r} was not acquired within {self.timeout} s on a "
-                f"majority ({self._quorum}) of its {len(self._clients)} masters: it is held "
-                "by another process or too many masters are unreachable; raise the timeout "
-                "or check the masters",
-                lock_name=self.name,
-            )
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.release()
+    def _timed_out(self) -> LockTimeout:
+        return LockTimeout(
+            f"Redlock {self.name!r} was not acquired within {self.timeout} s on a "
+            f"majority ({self._quorum}) of its {len(self._clients)} masters: it is held "
+            "by another process or too many masters are unreachable; raise the timeout "
+            "or check the masters",
+            lock_name=self.name,
+        )
 
 
 def _granted(reply: Any) -> int | None:

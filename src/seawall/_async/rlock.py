@@ -17,7 +17,8 @@ the same RLock object, is not the owner and can neither release nor extend the h
 from __future__ import annotations
 
 from seawall import _scripts
-from seawall._async.lock import AsyncLock, _Hold
+from seawall._async.holder import Hold
+from seawall._async.lock import AsyncLock
 from seawall._async.scripts import run_script
 from seawall._concurrency import async_background, async_owner
 from seawall._validate import check_timeout
@@ -43,7 +44,7 @@ class AsyncRLock(AsyncLock):
         """The Redis hash of owner token -> hold count (present only while re-entered)."""
         return f"{self._keys.key}:holds"
 
-    def _owned_hold(self) -> _Hold | None:
+    def _owned_hold(self) -> Hold | None:
         """The current hold if the caller (this asyncio task) is its owner."""
         hold = self._hold
         if hold is None or hold.released or hold.owner is not async_owner():
@@ -95,13 +96,13 @@ class AsyncRLock(AsyncLock):
         """Whether the caller (this asyncio task) holds the lock now, checked on the server."""
         return self._owned_hold() is not None and await super().owned()
 
-    async def _record(self, hold: _Hold, depth: int, action: str) -> None:
+    async def _record(self, hold: Hold, depth: int, action: str) -> None:
         keys = (self._keys.key, self.holds_key)
         if not int(await run_script(self._client, _COUNT, keys, (hold.token, depth))):
             self._mark_lost(hold, notify=False)
             raise self._not_owned(hold, action)
 
-    def _resync_later(self, hold: _Hold) -> None:
+    def _resync_later(self, hold: Hold) -> None:
         async def resync() -> None:
             # The count held when this runs, not when it was scheduled: the owner may have
             # moved on meanwhile.
@@ -122,7 +123,3 @@ class AsyncRLock(AsyncLock):
             "acquired an RLock may release or extend it",
             lock_name=self.name,
         )
-
-    async def __aenter__(self) -> AsyncRLock:
-        await super().__aenter__()
-        return self

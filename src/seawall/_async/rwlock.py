@@ -10,29 +10,18 @@ side starves. Waiters are woken through the same per-process waker as seawall.Lo
 
 from __future__ import annotations
 
-import functools
 import secrets
 from collections.abc import Callable
-from types import TracebackType
 from typing import Any
 
-from redis.exceptions import RedisError
-
-from seawall import _concurrency, _lease, _rwpolicy, _scripts
-from seawall._async.renewer import get_renewer
-from seawall._async.replication import run_script_replicated
+from seawall import _concurrency, _rwpolicy, _scripts
+from seawall._async.holder import AsyncLeaseHolder, Hold, left_until
 from seawall._async.scripts import run_script
-from seawall._async.waker import AsyncWaker, get_waker
-from seawall._concurrency import (
-    async_background,
-    async_fire,
-    async_owner,
-    async_scope,
-    async_time_limit,
-)
+from seawall._async.waker import AsyncWaker
+from seawall._concurrency import async_owner
 from seawall._keys import WAKE_PREFIX, RWLockKeys, rwlock_keys
+from seawall._lease import ms
 from seawall._replication import DEFAULT_REPLICA_TIMEOUT, replica_policy
-from seawall._rwpolicy import ms
 from seawall._validate import check_async_client, check_name, check_seconds, check_timeout
 from seawall.errors import LockError, LockNotOwnedError, LockTimeout
 
@@ -42,21 +31,6 @@ _READ_RELEASE = _scripts.load("rwlock_read_release")
 _WRITE_RELEASE = _scripts.load("rwlock_write_release")
 _READ_EXTEND = _scripts.load("rwlock_read_extend")
 _WRITE_EXTEND = _scripts.load("lock_extend")  # a string key holding the token, as for Lock
-
-
-class _Hold:
-    """One acquisition of one side: its token, fence and lease bookkeeping."""
-
-    __slots__ = ("deadline", "fence", "lost", "owner", "released", "token", "ttl")
-
-    def __init__(self, token: str, fence: int, owner: object, ttl: float, deadline: float) -> None:
-        self.token = token
-        self.fence = fence
-        self.owner = owner
-        self.ttl = ttl
-        self.deadline = deadline  # monotonic time by which the lease has surely lapsed
-        self.lost = False
-        self.released = False
 
 
 class AsyncRWLock:
@@ -102,7 +76,7 @@ class AsyncRWLock:
         return AsyncWriteLock(self)
 
 
-class AsyncRWSide:
+class AsyncRWSide(AsyncLeaseHolder):
     """What the read and write sides share: waiting, renewal, release, errors."""
 
     _kind = ""
@@ -115,7 +89,11 @@ class AsyncRWSide:
         self.timeout = rwlock.timeout
         self._client = rwlock._client
         self._keys = rwlock.keys
-        self._hold: _Hold | None = None
+        # The RWLock's options, as every hold of either side uses them.
+        self._renew_leases = rwlock.renew
+        self._on_lost = rwlock.on_lost
+        self._replication = rwlock.replication
+        self._hold: Hold | None = None
         self._last_fence: int | None = None
         self._waker: tuple[object, AsyncWaker] | None = None  # (scope, waker) of last use
 
@@ -131,12 +109,6 @@ class AsyncRWSide:
         raise NotImplementedError
 
     def _pause(self, blocker_pttl_ms: int, remaining: float | None) -> float:
-        raise NotImplementedError
-
-    async def _release_token(self, token: str) -> int:
-        raise NotImplementedError
-
-    async def _extend_token(self, token: str, ttl_ms: int) -> int:
         raise NotImplementedError
 
     @property
@@ -173,7 +145,7 @@ class AsyncRWSide:
             return await self._attempt(token, me) is None
         deadline = None if wait_for is None else _concurrency.monotonic() + wait_for
         async with self._get_waker().turn(self._turn_key) as turn:
-            if not await turn.wait_turn(_remaining(deadline)):
+            if not await turn.wait_turn(left_until(deadline)):
                 return False
             while True:
                 waiter_id = turn.waiter_id
@@ -186,7 +158,7 @@ class AsyncRWSide:
                     if waiter_id is not None:
                         turn.dequeued()
                     return True
-                remaining = _remaining(deadline)
+                remaining = left_until(deadline)
                 if remaining is not None and remaining <= 0:
                     return False
                 if waiter_id is None:
@@ -195,13 +167,6 @@ class AsyncRWSide:
                     await turn.listen(min(remaining, 1.0) if remaining is not None else 1.0)
                     continue
                 await turn.wait_signal(self._pause(blocker_pttl, remaining))
-
-    def _get_waker(self) -> AsyncWaker:
-        here = async_scope()
-        cached = self._waker
-        if cached is None or cached[0] is not here:
-            cached = self._waker = (here, get_waker(self._client))
-        return cached[1]
 
     async def _attempt(
         self, token: str, me: object, waiter_id: str = "", queued: bool = False
@@ -220,44 +185,10 @@ class AsyncRWSide:
             keys.fence,
         )
         args = (token, ms(self.ttl), waiter_id, self._intent_ms(), "1" if queued else "")
-        policy = self.rwlock.replication
-        sent = _concurrency.monotonic()
-        acked = 0
-        try:
-            if policy is None:
-                reply = await run_script(self._client, self._acquire_script, script_keys, args)
-            else:
-                reply, acked = await run_script_replicated(
-                    self._client, self._acquire_script, script_keys, args, policy
-                )
-        except BaseException:
-            # Cancelled or failed mid-flight: the server may have granted it. Give that
-            # token back (a no-op if it was not granted) and never renew it.
-            async_background(
-                functools.partial(self._release_token, token),
-                f"cleanup of rwlock {self.name!r} ({self._kind})",
-            )
-            raise
-        if int(reply[0]) != 1:
-            return int(reply[1])
-        if policy is not None and not policy.enough(acked):
-            # Granted, but a failover now could lose it: give it back with this side's
-            # usual release, which wakes whoever it lets in, rather than hold it unreplicated.
-            try:
-                await self._release_token(token)
-            except BaseException:
-                async_background(
-                    functools.partial(self._release_token, token),
-                    f"release of rwlock {self.name!r} ({self._kind})",
-                )
-                raise
-            raise policy.error(f"the {self._kind} side of rwlock", self.name, acked)
-        hold = _Hold(token, int(reply[1]), me, self.ttl, _lease.lease_deadline(sent, self.ttl))
-        self._hold = hold
-        self._last_fence = hold.fence
-        if self.rwlock.renew:
-            get_renewer().add(self, hold, _lease.renew_at(sent, self.ttl))
-        return None
+        reply = await self._try_acquire(
+            self._acquire_script, script_keys, args, token, me, f"the {self._kind} side of rwlock"
+        )
+        return None if reply is None else int(reply[1])
 
     async def release(self) -> None:
         """Release this hold; LockNotOwnedError if it is not held any more."""
@@ -272,18 +203,7 @@ class AsyncRWSide:
         # release is cancelled.
         hold.released = True
         self._hold = None
-        if self.rwlock.renew:
-            get_renewer().discard(hold)
-        try:
-            released = await self._release_token(hold.token)
-        except BaseException:
-            async_background(
-                functools.partial(self._release_token, hold.token),
-                f"release of rwlock {self.name!r} ({self._kind})",
-            )
-            raise
-        if not released:
-            raise self._not_owned(hold, "release")
+        await self._give_back(hold)
 
     async def extend(self, ttl: float | None = None) -> None:
         """Reset this hold's lease to `ttl` seconds (default: the RWLock's ttl) from now."""
@@ -296,69 +216,18 @@ class AsyncRWSide:
                 "does not hold it",
                 lock_name=self.name,
             )
-        new_ttl = hold.ttl if ttl is None else ttl
-        sent = _concurrency.monotonic()
-        if not await self._extend_token(hold.token, ms(new_ttl)):
-            self._mark_lost(hold, notify=False)
-            raise self._not_owned(hold, "extend")
-        hold.ttl = new_ttl
-        hold.deadline = _lease.lease_deadline(sent, new_ttl)
-        if self.rwlock.renew:
-            get_renewer().reschedule(hold, _lease.renew_at(sent, new_ttl))
+        await self._extend_hold(hold, hold.ttl if ttl is None else ttl)
 
-    async def owned(self) -> bool:
-        """Whether this object holds its side now (checked on the server)."""
-        hold = self._hold
-        if hold is None or hold.lost or _concurrency.monotonic() >= hold.deadline:
-            return False
-        return await self._holds(hold.token)
+    def _label(self) -> str:
+        return f"rwlock {self.name!r} ({self._kind})"
 
-    async def _holds(self, token: str) -> bool:
-        raise NotImplementedError
-
-    async def _renew(self, hold: object) -> float | None:
-        """Called by the renewer: extend the lease; return when to renew next, or None."""
-        assert isinstance(hold, _Hold)
-        if hold.released or hold.lost:
-            return None
-        sent = _concurrency.monotonic()
-        if sent >= hold.deadline:
-            self._mark_lost(hold)
-            return None
-        try:
-            async with async_time_limit(hold.deadline - sent):
-                extended = await self._extend_token(hold.token, ms(hold.ttl))
-        except (RedisError, OSError, TimeoutError) as exc:
-            now = _concurrency.monotonic()
-            if now >= hold.deadline:
-                self._mark_lost(hold)
-                return None
-            _concurrency.log.info(
-                "seawall: renewing rwlock %r (%s) failed, retrying: %r", self.name, self._kind, exc
-            )
-            return _lease.retry_at(now, hold.ttl, hold.deadline)
-        if hold.released:
-            return None
-        if not extended:
-            self._mark_lost(hold)
-            return None
-        hold.deadline = _lease.lease_deadline(sent, hold.ttl)
-        return _lease.renew_at(sent, hold.ttl)
-
-    def _mark_lost(self, hold: _Hold, *, notify: bool = True) -> None:
-        if hold.lost or hold.released:
-            return
-        hold.lost = True
-        _concurrency.log.warning(
-            "seawall: the %s side of rwlock %r lost its lease; a writer may hold it now",
-            self._kind,
-            self.name,
+    def _lost_warning(self, hold: Hold) -> str:
+        return (
+            f"the {self._kind} side of rwlock {self.name!r} lost its lease; a writer may hold "
+            "it now"
         )
-        on_lost = self.rwlock.on_lost
-        if notify and on_lost is not None:
-            async_fire(on_lost, self)
 
-    def _not_owned(self, hold: _Hold, action: str) -> LockNotOwnedError:
+    def _not_owned(self, hold: Hold, action: str) -> LockNotOwnedError:
         return LockNotOwnedError(
             f"cannot {action} the {self._kind} side of rwlock {self.name!r}: its lease was "
             "lost, so a writer may have held the lock meanwhile; work done under this hold "
@@ -366,23 +235,13 @@ class AsyncRWSide:
             lock_name=self.name,
         )
 
-    async def __aenter__(self) -> AsyncRWSide:
-        if not await self.acquire():
-            raise LockTimeout(
-                f"the {self._kind} side of rwlock {self.name!r} was not acquired within "
-                f"{self.timeout} s: it is held (or a writer waits); raise the timeout or find "
-                f"the holder (keys {self._keys.writer!r}, {self._keys.readers!r})",
-                lock_name=self.name,
-            )
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.release()
+    def _timed_out(self) -> LockTimeout:
+        return LockTimeout(
+            f"the {self._kind} side of rwlock {self.name!r} was not acquired within "
+            f"{self.timeout} s: it is held (or a writer waits); raise the timeout or find "
+            f"the holder (keys {self._keys.writer!r}, {self._keys.readers!r})",
+            lock_name=self.name,
+        )
 
 
 class AsyncReadLock(AsyncRWSide):
@@ -412,17 +271,13 @@ class AsyncReadLock(AsyncRWSide):
         )
         return int(reply)
 
-    async def _extend_token(self, token: str, ttl_ms: int) -> int:
-        return int(
-            await run_script(self._client, _READ_EXTEND, (self._keys.readers,), (token, ttl_ms, ""))
-        )
+    async def _extend_token(self, token: str, ttl_ms: int) -> bool:
+        keys = (self._keys.readers,)
+        return bool(int(await run_script(self._client, _READ_EXTEND, keys, (token, ttl_ms, ""))))
 
-    async def _holds(self, token: str) -> bool:
-        return bool(
-            int(
-                await run_script(self._client, _READ_EXTEND, (self._keys.readers,), (token, 1, "1"))
-            )
-        )
+    async def _holds(self, hold: Hold) -> bool:
+        keys = (self._keys.readers,)
+        return bool(int(await run_script(self._client, _READ_EXTEND, keys, (hold.token, 1, "1"))))
 
 
 class AsyncWriteLock(AsyncRWSide):
@@ -451,15 +306,10 @@ class AsyncWriteLock(AsyncRWSide):
         )
         return int(reply)
 
-    async def _extend_token(self, token: str, ttl_ms: int) -> int:
-        return int(
-            await run_script(self._client, _WRITE_EXTEND, (self._keys.writer,), (token, ttl_ms))
-        )
+    async def _extend_token(self, token: str, ttl_ms: int) -> bool:
+        keys = (self._keys.writer,)
+        return bool(int(await run_script(self._client, _WRITE_EXTEND, keys, (token, ttl_ms))))
 
-    async def _holds(self, token: str) -> bool:
+    async def _holds(self, hold: Hold) -> bool:
         value = await self._client.get(self._keys.writer)
-        return value is not None and _scripts.reply_text(value) == token
-
-
-def _remaining(deadline: float | None) -> float | None:
-    return None if deadline is None else max(deadline - _concurrency.monotonic(), 0.0)
+        return value is not None and _scripts.reply_text(value) == hold.token

@@ -2,29 +2,19 @@
 
 from __future__ import annotations
 
-import functools
 import secrets
 import threading
 from collections.abc import Callable
-from types import TracebackType
 from typing import Any
 
-from redis.exceptions import RedisError
-
 from seawall import _concurrency, _lease, _scripts
-from seawall._async.lock import QUEUE_TTL_MS, _Hold, _ms, _remaining
-from seawall._async.renewer import get_renewer
-from seawall._async.replication import run_script_replicated
+from seawall._async.holder import AsyncLeaseHolder, Hold, left_until
+from seawall._async.lock import QUEUE_TTL_MS
 from seawall._async.scripts import run_script
-from seawall._async.waker import AsyncWaker, get_waker
-from seawall._concurrency import (
-    async_background,
-    async_fire,
-    async_owner,
-    async_scope,
-    async_time_limit,
-)
+from seawall._async.waker import AsyncWaker
+from seawall._concurrency import async_owner
 from seawall._keys import WAKE_PREFIX, semaphore_keys
+from seawall._lease import ms
 from seawall._replication import DEFAULT_REPLICA_TIMEOUT, replica_policy
 from seawall._validate import (
     check_async_client,
@@ -47,7 +37,7 @@ WAITER_SLICE = 0.4
 WAITER_LAPSE_MS = 1_500
 
 
-class AsyncSemaphore:
+class AsyncSemaphore(AsyncLeaseHolder):
     """A counting semaphore shared by many processes: at most `value` permits are held.
 
     Each object holds at most one permit at a time (like one Lock object): give every
@@ -82,8 +72,8 @@ class AsyncSemaphore:
         self._on_lost = on_lost
         self._replication = replica_policy(replicas, replica_timeout, f"semaphore {name!r}")
         self._keys = semaphore_keys(name)
-        self._ttl_ms = _ms(self.ttl)
-        self._hold: _Hold | None = None
+        self._ttl_ms = ms(self.ttl)
+        self._hold: Hold | None = None
         self._last_fence: int | None = None
         self._busy = False  # an acquire through this object is under way
         self._mutex = threading.Lock()  # guards _busy and _hold against a racing thread
@@ -137,7 +127,7 @@ class AsyncSemaphore:
     async def _wait(self, token: str, me: object, wait_for: float | None) -> bool:
         deadline = None if wait_for is None else _concurrency.monotonic() + wait_for
         async with self._get_waker().turn(self._keys.key) as turn:
-            if not await turn.wait_turn(_remaining(deadline)):
+            if not await turn.wait_turn(left_until(deadline)):
                 return False
             place = ""  # this process's place in the queue, kept across tries
             while True:
@@ -151,7 +141,7 @@ class AsyncSemaphore:
                         turn.dequeued()
                     return True
                 wait_ms, place = outcome
-                remaining = _remaining(deadline)
+                remaining = left_until(deadline)
                 if remaining is not None and remaining <= 0:
                     return False
                 if waiter_id is None:
@@ -164,13 +154,6 @@ class AsyncSemaphore:
                 pause = min(_lease.wait_slice(wait_ms, remaining), WAITER_SLICE)
                 await turn.wait_signal(pause)
 
-    def _get_waker(self) -> AsyncWaker:
-        here = async_scope()
-        cached = self._waker
-        if cached is None or cached[0] is not here:
-            cached = self._waker = (here, get_waker(self._client))
-        return cached[1]
-
     async def _attempt(
         self, token: str, me: object, waiter_id: str = "", place: str = ""
     ) -> tuple[int, str] | None:
@@ -178,46 +161,16 @@ class AsyncSemaphore:
         keys = self._keys
         script_keys = (keys.key, keys.fence, keys.waiters, keys.seen)
         args = (token, self.value, self._ttl_ms, waiter_id, WAITER_LAPSE_MS, QUEUE_TTL_MS, place)
-        policy = self._replication
-        sent = _concurrency.monotonic()
-        acked = 0
-        try:
-            if policy is None:
-                reply = await run_script(self._client, _ACQUIRE, script_keys, args)
-            else:
-                reply, acked = await run_script_replicated(
-                    self._client, _ACQUIRE, script_keys, args, policy
-                )
-        except BaseException:
-            # Cancelled or failed mid-flight: the server may have granted the permit. Give
-            # it back (a no-op if it was not granted) and never start renewing it.
-            async_background(
-                functools.partial(self._release_token, token),
-                f"cleanup of semaphore {self.name!r}",
-            )
-            raise
-        if int(reply[0]) != 1:
-            return int(reply[1]), _scripts.reply_text(reply[2])
-        if policy is not None and not policy.enough(acked):
-            # Granted, but a failover now could lose it: give it back with the usual
-            # release, which wakes the oldest waiters, rather than hold a permit the
-            # promoted replica may not know about.
-            try:
-                await self._release_token(token)
-            except BaseException:
-                async_background(
-                    functools.partial(self._release_token, token),
-                    f"release of semaphore {self.name!r}",
-                )
-                raise
-            raise policy.error("a permit of semaphore", self.name, acked)
-        hold = _Hold(token, int(reply[1]), me, self.ttl, _lease.lease_deadline(sent, self.ttl))
+        reply = await self._try_acquire(
+            _ACQUIRE, script_keys, args, token, me, "a permit of semaphore"
+        )
+        if reply is None:
+            return None
+        return int(reply[1]), _scripts.reply_text(reply[2])
+
+    def _keep(self, hold: Hold) -> None:
         with self._mutex:
             self._hold = hold
-        self._last_fence = hold.fence
-        if self._renew_leases:
-            get_renewer().add(self, hold, _lease.renew_at(sent, self.ttl))
-        return None
 
     async def _release_token(self, token: str) -> int:
         keys = self._keys
@@ -240,18 +193,7 @@ class AsyncSemaphore:
             # release is cancelled, and another acquire through this object may follow.
             hold.released = True
             self._hold = None
-        if self._renew_leases:
-            get_renewer().discard(hold)
-        try:
-            released = await self._release_token(hold.token)
-        except BaseException:
-            async_background(
-                functools.partial(self._release_token, hold.token),
-                f"release of semaphore {self.name!r}",
-            )
-            raise
-        if not released:
-            raise self._not_owned(hold, "release")
+        await self._give_back(hold)
 
     async def extend(self, ttl: float | None = None) -> None:
         """Reset this holder's lease to `ttl` seconds (default: the semaphore's) from now."""
@@ -261,26 +203,15 @@ class AsyncSemaphore:
                 f"cannot extend semaphore {self.name!r}: this Semaphore object holds no permit",
                 lock_name=self.name,
             )
-        new_ttl = (
-            hold.ttl if ttl is None else check_seconds(ttl, f"ttl of semaphore {self.name!r}")
-        )
-        sent = _concurrency.monotonic()
-        extended = await run_script(
-            self._client, _EXTEND, (self._keys.key,), (hold.token, _ms(new_ttl))
-        )
-        if not int(extended):
-            self._mark_lost(hold, notify=False)
-            raise self._not_owned(hold, "extend")
-        hold.ttl = new_ttl
-        hold.deadline = _lease.lease_deadline(sent, new_ttl)
-        if self._renew_leases:
-            get_renewer().reschedule(hold, _lease.renew_at(sent, new_ttl))
+        new_ttl = hold.ttl if ttl is None else check_seconds(ttl, f"ttl of semaphore {self.name!r}")
+        await self._extend_hold(hold, new_ttl)
 
-    async def owned(self) -> bool:
-        """Whether this object holds a permit now (checked on the server)."""
-        hold = self._hold
-        if hold is None or hold.lost or _concurrency.monotonic() >= hold.deadline:
-            return False
+    async def _extend_token(self, token: str, ttl_ms: int) -> bool:
+        return bool(
+            int(await run_script(self._client, _EXTEND, (self._keys.key,), (token, ttl_ms)))
+        )
+
+    async def _holds(self, hold: Hold) -> bool:
         _, left = await self._state(hold.token)
         return left > 0
 
@@ -298,51 +229,16 @@ class AsyncSemaphore:
         reply = await run_script(self._client, _STATE, (self._keys.key,), (token,))
         return int(reply[0]), int(reply[1])
 
-    async def _renew(self, hold: object) -> float | None:
-        """Called by the renewer: extend the lease; return when to renew next, or None."""
-        assert isinstance(hold, _Hold)
-        if hold.released or hold.lost:
-            return None
-        sent = _concurrency.monotonic()
-        if sent >= hold.deadline:
-            self._mark_lost(hold)
-            return None
-        try:
-            async with async_time_limit(hold.deadline - sent):
-                extended = await run_script(
-                    self._client, _EXTEND, (self._keys.key,), (hold.token, _ms(hold.ttl))
-                )
-        except (RedisError, OSError, TimeoutError) as exc:
-            now = _concurrency.monotonic()
-            if now >= hold.deadline:
-                self._mark_lost(hold)
-                return None
-            _concurrency.log.info(
-                "seawall: renewing semaphore %r failed, retrying: %r", self.name, exc
-            )
-            return _lease.retry_at(now, hold.ttl, hold.deadline)
-        if hold.released:
-            return None
-        if not int(extended):
-            self._mark_lost(hold)
-            return None
-        hold.deadline = _lease.lease_deadline(sent, hold.ttl)
-        return _lease.renew_at(sent, hold.ttl)
+    def _label(self) -> str:
+        return f"semaphore {self.name!r}"
 
-    def _mark_lost(self, hold: _Hold, *, notify: bool = True) -> None:
-        if hold.lost or hold.released:
-            return
-        hold.lost = True
-        _concurrency.log.warning(
-            "seawall: semaphore %r lost the lease of its permit (fence %d); another process "
-            "may hold that permit now",
-            self.name,
-            hold.fence,
+    def _lost_warning(self, hold: Hold) -> str:
+        return (
+            f"semaphore {self.name!r} lost the lease of its permit (fence {hold.fence}); "
+            "another process may hold that permit now"
         )
-        if notify and self._on_lost is not None:
-            async_fire(self._on_lost, self)
 
-    def _not_owned(self, hold: _Hold, action: str) -> LockNotOwnedError:
+    def _not_owned(self, hold: Hold, action: str) -> LockNotOwnedError:
         return LockNotOwnedError(
             f"cannot {action} semaphore {self.name!r}: the lease of this permit (fence "
             f"{hold.fence}) ended, so another process may have taken the permit meanwhile; "
@@ -350,20 +246,10 @@ class AsyncSemaphore:
             lock_name=self.name,
         )
 
-    async def __aenter__(self) -> AsyncSemaphore:
-        if not await self.acquire():
-            raise LockTimeout(
-                f"semaphore {self.name!r} gave no permit within {self.timeout} s: all "
-                f"{self.value} are held or queued for; raise the timeout or find the holders "
-                f"(sorted set {self._keys.key!r})",
-                lock_name=self.name,
-            )
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.release()
+    def _timed_out(self) -> LockTimeout:
+        return LockTimeout(
+            f"semaphore {self.name!r} gave no permit within {self.timeout} s: all "
+            f"{self.value} are held or queued for; raise the timeout or find the holders "
+            f"(sorted set {self._keys.key!r})",
+            lock_name=self.name,
+        )

@@ -3,27 +3,17 @@
 
 from __future__ import annotations
 
-import functools
 import secrets
 from collections.abc import Callable
-from types import TracebackType
 from typing import Any
 
-from redis.exceptions import RedisError
-
 from seawall import _concurrency, _lease, _scripts
-from seawall._sync.renewer import get_renewer
-from seawall._sync.replication import run_script_replicated
+from seawall._sync.holder import LeaseHolder, Hold, left_until
 from seawall._sync.scripts import run_script
-from seawall._sync.waker import Waker, get_waker
-from seawall._concurrency import (
-    background,
-    fire,
-    owner,
-    scope,
-    time_limit,
-)
+from seawall._sync.waker import Waker
+from seawall._concurrency import owner
 from seawall._keys import WAKE_PREFIX, lock_keys_of, tagged
+from seawall._lease import ms
 from seawall._replication import DEFAULT_REPLICA_TIMEOUT, replica_policy
 from seawall._validate import check_client, check_name, check_seconds, check_timeout
 from seawall.errors import LockError, LockNotOwnedError, LockTimeout
@@ -38,32 +28,11 @@ _EXTEND = _scripts.load("lock_extend")
 QUEUE_TTL_MS = 5_000
 
 
-def _ms(seconds: float) -> int:
-    return max(1, round(seconds * 1000))
-
-
 # Release script arguments: starving threshold, hand-off reservation, wake-up throttle (ms).
-_CONTENTION = (_ms(_lease.STARVING), _ms(_lease.HANDOFF), _ms(_lease.WAKE_THROTTLE))
+_CONTENTION = (ms(_lease.STARVING), ms(_lease.HANDOFF), ms(_lease.WAKE_THROTTLE))
 
 
-
-class _Hold:
-    """One acquisition: its token, fence and lease bookkeeping."""
-
-    __slots__ = ("deadline", "depth", "fence", "lost", "owner", "released", "token", "ttl")
-
-    def __init__(self, token: str, fence: int, owner: object, ttl: float, deadline: float) -> None:
-        self.token = token
-        self.fence = fence
-        self.owner = owner
-        self.ttl = ttl
-        self.deadline = deadline  # monotonic time by which the lease has surely lapsed
-        self.lost = False
-        self.released = False
-        self.depth = 1  # times the owner holds it (only seawall.RLock enters more than once)
-
-
-class Lock:
+class Lock(LeaseHolder):
     """A lock on one Redis (or one Cluster slot) shared by many processes.
 
     Acquire is one script (SET NX PX plus an INCR of the fence counter). The lease is
@@ -97,8 +66,8 @@ class Lock:
         self._on_lost = on_lost
         self._replication = replica_policy(replicas, replica_timeout, f"lock {name!r}")
         self._keys = lock_keys_of(tagged(self._KIND, name))
-        self._ttl_ms = _ms(self.ttl)
-        self._hold: _Hold | None = None
+        self._ttl_ms = ms(self.ttl)
+        self._hold: Hold | None = None
         self._last_fence: int | None = None
         self._waker: tuple[object, Waker] | None = None  # (scope, waker) of last use
 
@@ -141,7 +110,7 @@ class Lock:
         deadline = None if wait_for is None else _concurrency.monotonic() + wait_for
         with self._get_waker().turn(self._keys.key) as turn:
             promoted = not turn.first
-            if not turn.wait_turn(_remaining(deadline)):
+            if not turn.wait_turn(left_until(deadline)):
                 return False
             place = ""  # this process's place in the lock's queue, kept across tries
             # A head promoted from the local queue may have inherited a wake-up that its
@@ -159,7 +128,7 @@ class Lock:
                         turn.dequeued()
                     return True
                 holder_pttl, place = outcome
-                remaining = _remaining(deadline)
+                remaining = left_until(deadline)
                 if remaining is not None and remaining <= 0:
                     return False
                 if waiter_id is None:
@@ -174,13 +143,6 @@ class Lock:
                     pause = min(pause, _lease.WAKE_THROTTLE + 0.001)
                 woken = turn.wait_signal(pause)
 
-    def _get_waker(self) -> Waker:
-        here = scope()
-        cached = self._waker
-        if cached is None or cached[0] is not here:
-            cached = self._waker = (here, get_waker(self._client))
-        return cached[1]
-
     def _attempt(
         self, token: str, me: object, waiter_id: str = "", place: str = "", queued: bool = False
     ) -> tuple[int, str] | None:
@@ -191,43 +153,10 @@ class Lock:
         keys = self._keys
         script_keys = (keys.key, keys.fence, keys.waiters, keys.throttle)
         args = (token, self._ttl_ms, waiter_id, QUEUE_TTL_MS, place, "1" if queued else "")
-        policy = self._replication
-        sent = _concurrency.monotonic()
-        acked = 0
-        try:
-            if policy is None:
-                reply = run_script(self._client, _ACQUIRE, script_keys, args)
-            else:
-                reply, acked = run_script_replicated(
-                    self._client, _ACQUIRE, script_keys, args, policy
-                )
-        except BaseException:
-            # Cancelled or failed mid-flight: the server may have taken the lock for us.
-            # Release that token (a no-op if it was not taken), so no lock outlives a caller
-            # that gave up, and never start renewing it.
-            background(
-                functools.partial(self._release_token, token), f"cleanup of lock {self.name!r}"
-            )
-            raise
-        if int(reply[0]) != 1:
-            return int(reply[1]), _scripts.reply_text(reply[2])
-        if policy is not None and not policy.enough(acked):
-            # Taken, but a failover now could lose it: give it back (waking the next
-            # waiter) rather than hold a lock the promoted replica may not know about.
-            try:
-                self._release_token(token)
-            except BaseException:
-                background(
-                    functools.partial(self._release_token, token), f"release of lock {self.name!r}"
-                )
-                raise
-            raise policy.error(self._WHAT.lower(), self.name, acked)
-        hold = _Hold(token, int(reply[1]), me, self.ttl, _lease.lease_deadline(sent, self.ttl))
-        self._hold = hold
-        self._last_fence = hold.fence
-        if self._renew_leases:
-            get_renewer().add(self, hold, _lease.renew_at(sent, self.ttl))
-        return None
+        reply = self._try_acquire(_ACQUIRE, script_keys, args, token, me, self._WHAT.lower())
+        if reply is None:
+            return None
+        return int(reply[1]), _scripts.reply_text(reply[2])
 
     def _release_token(self, token: str) -> int:
         keys = self._keys
@@ -252,18 +181,7 @@ class Lock:
         # release is cancelled, and another acquire through this object may follow.
         hold.released = True
         self._hold = None
-        if self._renew_leases:
-            get_renewer().discard(hold)
-        try:
-            released = self._release_token(hold.token)
-        except BaseException:
-            background(
-                functools.partial(self._release_token, hold.token),
-                f"release of lock {self.name!r}",
-            )
-            raise
-        if not released:
-            raise self._not_owned(hold, "release")
+        self._give_back(hold)
 
     def extend(self, ttl: float | None = None) -> None:
         """Reset the lease to `ttl` seconds (default: the lock's ttl) from now."""
@@ -274,15 +192,7 @@ class Lock:
                 lock_name=self.name,
             )
         new_ttl = hold.ttl if ttl is None else check_seconds(ttl, f"ttl of lock {self.name!r}")
-        sent = _concurrency.monotonic()
-        extended = self._extend_token(hold.token, _ms(new_ttl))
-        if not extended:
-            self._mark_lost(hold, notify=False)
-            raise self._not_owned(hold, "extend")
-        hold.ttl = new_ttl
-        hold.deadline = _lease.lease_deadline(sent, new_ttl)
-        if self._renew_leases:
-            get_renewer().reschedule(hold, _lease.renew_at(sent, new_ttl))
+        self._extend_hold(hold, new_ttl)
 
     def _extend_token(self, token: str, ttl_ms: int) -> bool:
         """Reset the lease of `token`'s hold; False when it is not the holder any more."""
@@ -293,54 +203,20 @@ class Lock:
         """Whether anyone holds the lock now."""
         return bool(self._client.exists(self._keys.key))
 
-    def owned(self) -> bool:
-        """Whether this object holds the lock now (checked on the server)."""
-        hold = self._hold
-        if hold is None or hold.lost or _concurrency.monotonic() >= hold.deadline:
-            return False
+    def _holds(self, hold: Hold) -> bool:
         value = self._client.get(self._keys.key)
         return value is not None and _scripts.reply_text(value) == hold.token
 
-    def _renew(self, hold: object) -> float | None:
-        """Called by the renewer: extend the lease; return when to renew next, or None."""
-        assert isinstance(hold, _Hold)
-        if hold.released or hold.lost:
-            return None
-        sent = _concurrency.monotonic()
-        if sent >= hold.deadline:
-            self._mark_lost(hold)
-            return None
-        try:
-            with time_limit(hold.deadline - sent):
-                extended = self._extend_token(hold.token, _ms(hold.ttl))
-        except (RedisError, OSError, TimeoutError) as exc:
-            now = _concurrency.monotonic()
-            if now >= hold.deadline:
-                self._mark_lost(hold)
-                return None
-            _concurrency.log.info("seawall: renewing lock %r failed, retrying: %r", self.name, exc)
-            return _lease.retry_at(now, hold.ttl, hold.deadline)
-        if hold.released:
-            return None
-        if not extended:
-            self._mark_lost(hold)
-            return None
-        hold.deadline = _lease.lease_deadline(sent, hold.ttl)
-        return _lease.renew_at(sent, hold.ttl)
+    def _label(self) -> str:
+        return f"lock {self.name!r}"
 
-    def _mark_lost(self, hold: _Hold, *, notify: bool = True) -> None:
-        if hold.lost or hold.released:
-            return
-        hold.lost = True
-        _concurrency.log.warning(
-            "seawall: lock %r lost its lease (fence %d); another process may hold it now",
-            self.name,
-            hold.fence,
+    def _lost_warning(self, hold: Hold) -> str:
+        return (
+            f"lock {self.name!r} lost its lease (fence {hold.fence}); another process may "
+            "hold it now"
         )
-        if notify and self._on_lost is not None:
-            fire(self._on_lost, self)
 
-    def _not_owned(self, hold: _Hold, action: str) -> LockNotOwnedError:
+    def _not_owned(self, hold: Hold, action: str) -> LockNotOwnedError:
         return LockNotOwnedError(
             f"cannot {action} lock {self.name!r}: its lease (fence {hold.fence}) was lost, so "
             "another process may have held it meanwhile; writes made under this hold must be "
@@ -348,24 +224,10 @@ class Lock:
             lock_name=self.name,
         )
 
-    def __enter__(self) -> Lock:
-        if not self.acquire():
-            raise LockTimeout(
-                f"lock {self.name!r} was not acquired within {self.timeout} s: it is held by "
-                "another process; raise the timeout or find the holder (key "
-                f"{self._keys.key!r})",
-                lock_name=self.name,
-            )
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.release()
-
-
-def _remaining(deadline: float | None) -> float | None:
-    return None if deadline is None else max(deadline - _concurrency.monotonic(), 0.0)
+    def _timed_out(self) -> LockTimeout:
+        return LockTimeout(
+            f"lock {self.name!r} was not acquired within {self.timeout} s: it is held by "
+            "another process; raise the timeout or find the holder (key "
+            f"{self._keys.key!r})",
+            lock_name=self.name,
+        )

@@ -11,16 +11,17 @@ import functools
 import secrets
 import warnings
 from collections.abc import Callable, Iterable, Sequence
-from types import TracebackType
 from typing import Any
 
 import redis.cluster
 from redis.exceptions import NoScriptError, ResponseError
 
 from seawall import _concurrency, _lease, _redlock, _scripts
+from seawall._sync.holder import Holder, Hold
 from seawall._sync.renewer import get_renewer
-from seawall._concurrency import background, each_node, fire, owner
+from seawall._concurrency import background, each_node, owner
 from seawall._keys import tagged
+from seawall._lease import ms
 from seawall._validate import (
     Client,
     check_client,
@@ -36,26 +37,7 @@ _RELEASE = _scripts.load("redlock_release")
 _EXTEND = _scripts.load("lock_extend")
 
 
-def _ms(seconds: float) -> int:
-    return max(1, round(seconds * 1000))
-
-
-class _Hold:
-    """One acquisition: its token, fence and the end of its validity."""
-
-    __slots__ = ("deadline", "fence", "lost", "owner", "released", "token", "ttl")
-
-    def __init__(self, token: str, fence: int, owner: object, ttl: float, deadline: float) -> None:
-        self.token = token
-        self.fence = fence
-        self.owner = owner
-        self.ttl = ttl
-        self.deadline = deadline  # monotonic time at which the validity runs out
-        self.lost = False
-        self.released = False
-
-
-class Redlock:
+class Redlock(Holder):
     """A lock held by a majority of independent masters (the Redlock algorithm).
 
     It stays available while a minority of the masters is down or frozen. Each hold has
@@ -99,9 +81,9 @@ class Redlock:
         # Same hash tag as the key: both fit in one Cluster slot, as every seawall script's
         # keys do (each master here is still a separate server, never a Cluster).
         self._fence_key = f"{self.key}:fence"
-        self._ttl_ms = _ms(self.ttl)
+        self._ttl_ms = ms(self.ttl)
         self._quorum = _redlock.quorum(len(self._clients))
-        self._hold: _Hold | None = None
+        self._hold: Hold | None = None
         self._last_fence: int | None = None
         self._floor = 0  # the highest fence counter seen on any master
         self.attempts = 0  # attempts made by the last acquire()
@@ -219,7 +201,7 @@ class Redlock:
             if granted == 0:
                 _raise_server_error(replies)
             return False
-        hold = _Hold(token, plan.fence, me, self.ttl, _redlock.deadline(self.ttl, started))
+        hold = Hold(token, plan.fence, me, self.ttl, _redlock.deadline(self.ttl, started))
         self._hold = hold
         self._last_fence = plan.fence
         if self._renew_leases:
@@ -284,14 +266,14 @@ class Redlock:
         if self._renew_leases:
             get_renewer().reschedule(hold, _lease.renew_at(sent, new_ttl))
 
-    def _extend_round(self, hold: _Hold, ttl: float) -> bool | None:
+    def _extend_round(self, hold: Hold, ttl: float) -> bool | None:
         """Extend on every master: True done, False refused by a majority, None unsure."""
         started = _concurrency.monotonic()
         left = hold.deadline - started
         if left <= 0:
             return False
         replies = self._on_all(
-            _EXTEND, (self.key,), (hold.token, _ms(ttl)), min(self.node_timeout, left)
+            _EXTEND, (self.key,), (hold.token, ms(ttl)), min(self.node_timeout, left)
         )
         now = _concurrency.monotonic()
         extended = sum(1 for reply in replies if _is_one(reply))
@@ -311,21 +293,20 @@ class Redlock:
     def owned(self) -> bool:
         """Whether this object holds the lock now: within its validity, and a majority of
         the masters still have its token."""
-        hold = self._hold
-        if hold is None or hold.lost or _concurrency.monotonic() >= hold.deadline:
-            return False
-        token = hold.token
+        return super().owned()
+
+    def _holds(self, hold: Hold) -> bool:
         replies = each_node(self._clients, ("GET", self.key), self.node_timeout)
         mine = sum(
             1
             for reply in replies
-            if isinstance(reply, bytes | str) and _scripts.reply_text(reply) == token
+            if isinstance(reply, bytes | str) and _scripts.reply_text(reply) == hold.token
         )
         return mine >= self._quorum and _concurrency.monotonic() < hold.deadline
 
     def _renew(self, hold: object) -> float | None:
         """Called by the renewer: extend the hold; return when to renew next, or None."""
-        assert isinstance(hold, _Hold)
+        assert isinstance(hold, Hold)
         if hold.released or hold.lost:
             return None
         sent = _concurrency.monotonic()
@@ -344,19 +325,13 @@ class Redlock:
             return None
         return _lease.retry_at(now, hold.ttl, hold.deadline)
 
-    def _mark_lost(self, hold: _Hold, *, notify: bool = True) -> None:
-        if hold.lost or hold.released:
-            return
-        hold.lost = True
-        _concurrency.log.warning(
-            "seawall: Redlock %r lost its hold (fence %d); another process may hold it now",
-            self.name,
-            hold.fence,
+    def _lost_warning(self, hold: Hold) -> str:
+        return (
+            f"Redlock {self.name!r} lost its hold (fence {hold.fence}); another process may "
+            "hold it now"
         )
-        if notify and self._on_lost is not None:
-            fire(self._on_lost, self)
 
-    def _not_owned(self, hold: _Hold, action: str) -> LockNotOwnedError:
+    def _not_owned(self, hold: Hold, action: str) -> LockNotOwnedError:
         return LockNotOwnedError(
             f"cannot {action} Redlock {self.name!r}: its validity (fence {hold.fence}) ran "
             "out or a majority of masters no longer hold its token, so another process may "
@@ -364,24 +339,14 @@ class Redlock:
             lock_name=self.name,
         )
 
-    def __enter__(self) -> Redlock:
-        if not self.acquire():
-            raise LockTimeout(
-                f"Redlock {self.name!r} was not acquired within {self.timeout} s on a "
-                f"majority ({self._quorum}) of its {len(self._clients)} masters: it is held "
-                "by another process or too many masters are unreachable; raise the timeout "
-                "or check the masters",
-                lock_name=self.name,
-            )
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.release()
+    def _timed_out(self) -> LockTimeout:
+        return LockTimeout(
+            f"Redlock {self.name!r} was not acquired within {self.timeout} s on a "
+            f"majority ({self._quorum}) of its {len(self._clients)} masters: it is held "
+            "by another process or too many masters are unreachable; raise the timeout "
+            "or check the masters",
+            lock_name=self.name,
+        )
 
 
 def _granted(reply: Any) -> int | None:

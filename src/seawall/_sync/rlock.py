@@ -18,7 +18,8 @@ the same RLock object, is not the owner and can neither release nor extend the h
 from __future__ import annotations
 
 from seawall import _scripts
-from seawall._sync.lock import Lock, _Hold
+from seawall._sync.holder import Hold
+from seawall._sync.lock import Lock
 from seawall._sync.scripts import run_script
 from seawall._concurrency import background, owner
 from seawall._validate import check_timeout
@@ -44,7 +45,7 @@ class RLock(Lock):
         """The Redis hash of owner token -> hold count (present only while re-entered)."""
         return f"{self._keys.key}:holds"
 
-    def _owned_hold(self) -> _Hold | None:
+    def _owned_hold(self) -> Hold | None:
         """The current hold if the caller (this thread) is its owner."""
         hold = self._hold
         if hold is None or hold.released or hold.owner is not owner():
@@ -96,13 +97,13 @@ class RLock(Lock):
         """Whether the caller (this thread) holds the lock now, checked on the server."""
         return self._owned_hold() is not None and super().owned()
 
-    def _record(self, hold: _Hold, depth: int, action: str) -> None:
+    def _record(self, hold: Hold, depth: int, action: str) -> None:
         keys = (self._keys.key, self.holds_key)
         if not int(run_script(self._client, _COUNT, keys, (hold.token, depth))):
             self._mark_lost(hold, notify=False)
             raise self._not_owned(hold, action)
 
-    def _resync_later(self, hold: _Hold) -> None:
+    def _resync_later(self, hold: Hold) -> None:
         def resync() -> None:
             # The count held when this runs, not when it was scheduled: the owner may have
             # moved on meanwhile.
@@ -123,7 +124,3 @@ class RLock(Lock):
             "acquired an RLock may release or extend it",
             lock_name=self.name,
         )
-
-    def __enter__(self) -> RLock:
-        super().__enter__()
-        return self

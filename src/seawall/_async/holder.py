@@ -1,0 +1,246 @@
+"""What seawall's lock family shares: one hold at a time, its loss, its lease renewal.
+
+`AsyncHolder` is what every member shares (Redlock included): the hold's bookkeeping,
+marking it lost (log and `on_lost`), the ownership check and `async with`.
+`AsyncLeaseHolder` adds what Lock (and RLock), Semaphore and both RWLock sides share: a
+hold on one Redis (or one Cluster slot) taken by an acquire script, kept alive by the
+shared renewer through an extend script and given back by a release script. Redlock
+renews differently (a validity over several masters) and keeps its own renewal.
+
+Each primitive keeps explicit what is its own: its scripts (`_release_token`,
+`_extend_token`, `_holds`) and its wording (`_label`, `_lost_warning`, `_not_owned`,
+`_timed_out`), so errors and logs still name "lock", "semaphore" or "rwlock ... side".
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from types import TracebackType
+from typing import Any, Self
+
+from redis.exceptions import RedisError
+
+from seawall import _concurrency, _lease, _scripts
+from seawall._async.renewer import get_renewer
+from seawall._async.replication import run_script_replicated
+from seawall._async.scripts import run_script
+from seawall._async.waker import AsyncWaker, get_waker
+from seawall._concurrency import async_background, async_fire, async_scope, async_time_limit
+from seawall._replication import ReplicaPolicy
+from seawall.errors import LockNotOwnedError, LockTimeout
+
+
+class Hold:
+    """One acquisition: its token, fence and lease bookkeeping."""
+
+    __slots__ = ("deadline", "depth", "fence", "lost", "owner", "released", "token", "ttl")
+
+    def __init__(self, token: str, fence: int, owner: object, ttl: float, deadline: float) -> None:
+        self.token = token
+        self.fence = fence
+        self.owner = owner
+        self.ttl = ttl
+        # Monotonic time by which the lease has surely lapsed (Redlock: its validity ends).
+        self.deadline = deadline
+        self.lost = False
+        self.released = False
+        self.depth = 1  # times the owner holds it (only seawall.RLock enters more than once)
+
+
+def left_until(deadline: float | None) -> float | None:
+    """Seconds left until `deadline` (never below 0), or None for no deadline."""
+    return None if deadline is None else max(deadline - _concurrency.monotonic(), 0.0)
+
+
+class AsyncHolder:
+    """A primitive that keeps at most one hold at a time per object."""
+
+    name: str
+    _hold: Hold | None
+    _on_lost: Callable[[Any], Any] | None
+
+    async def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
+        raise NotImplementedError
+
+    async def release(self) -> None:
+        raise NotImplementedError
+
+    async def _holds(self, hold: Hold) -> bool:
+        """Whether the server(s) still hold `hold` (asked only while its lease may last)."""
+        raise NotImplementedError
+
+    def _lost_warning(self, hold: Hold) -> str:
+        """What the log says when `hold` is lost."""
+        raise NotImplementedError
+
+    def _timed_out(self) -> LockTimeout:
+        """The error of an `async with` whose acquire timed out."""
+        raise NotImplementedError
+
+    async def owned(self) -> bool:
+        """Whether this object holds it now (checked on the server)."""
+        hold = self._hold
+        if hold is None or hold.lost or _concurrency.monotonic() >= hold.deadline:
+            return False
+        return await self._holds(hold)
+
+    def _mark_lost(self, hold: Hold, *, notify: bool = True) -> None:
+        if hold.lost or hold.released:
+            return
+        hold.lost = True
+        _concurrency.log.warning("seawall: %s", self._lost_warning(hold))
+        if notify and self._on_lost is not None:
+            async_fire(self._on_lost, self)
+
+    async def __aenter__(self) -> Self:
+        if not await self.acquire():
+            raise self._timed_out()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.release()
+
+
+class AsyncLeaseHolder(AsyncHolder):
+    """A hold on one Redis whose lease the shared renewer renews at ttl/3 while held."""
+
+    ttl: float
+    _client: Any
+    _renew_leases: bool
+    _replication: ReplicaPolicy | None
+    _last_fence: int | None
+    _waker: tuple[object, AsyncWaker] | None  # (scope, waker) of last use
+
+    def _label(self) -> str:
+        """What it is, for logs and background task names: "lock 'x'"."""
+        raise NotImplementedError
+
+    async def _release_token(self, token: str) -> int:
+        """Give back `token`'s hold (waking whoever that lets in); 0 if it was not held."""
+        raise NotImplementedError
+
+    async def _extend_token(self, token: str, ttl_ms: int) -> bool:
+        """Reset the lease of `token`'s hold; False when it is not the holder any more."""
+        raise NotImplementedError
+
+    def _not_owned(self, hold: Hold, action: str) -> LockNotOwnedError:
+        """The error when `action` finds that `hold`'s lease was lost."""
+        raise NotImplementedError
+
+    def _keep(self, hold: Hold) -> None:
+        self._hold = hold
+
+    def _get_waker(self) -> AsyncWaker:
+        here = async_scope()
+        cached = self._waker
+        if cached is None or cached[0] is not here:
+            cached = self._waker = (here, get_waker(self._client))
+        return cached[1]
+
+    async def _try_acquire(
+        self,
+        script: _scripts.LuaScript,
+        keys: Sequence[str],
+        args: Sequence[Any],
+        token: str,
+        me: object,
+        replicated_what: str,
+    ) -> Any:
+        """Run the acquire `script` once: None when it granted `token` (now held and
+        renewed), else its reply. `replicated_what` names the hold in a replicas error."""
+        policy = self._replication
+        sent = _concurrency.monotonic()
+        acked = 0
+        try:
+            if policy is None:
+                reply = await run_script(self._client, script, keys, args)
+            else:
+                reply, acked = await run_script_replicated(self._client, script, keys, args, policy)
+        except BaseException:
+            # Cancelled or failed mid-flight: the server may have granted it. Give that
+            # token back (a no-op if it was not granted), so nothing outlives a caller that
+            # gave up, and never start renewing it.
+            async_background(
+                functools.partial(self._release_token, token), f"cleanup of {self._label()}"
+            )
+            raise
+        if int(reply[0]) != 1:
+            return reply
+        if policy is not None and not policy.enough(acked):
+            # Granted, but a failover now could lose it: give it back with the usual
+            # release (which wakes whoever it lets in) rather than hold something the
+            # promoted replica may not know about.
+            try:
+                await self._release_token(token)
+            except BaseException:
+                async_background(
+                    functools.partial(self._release_token, token), f"release of {self._label()}"
+                )
+                raise
+            raise policy.error(replicated_what, self.name, acked)
+        hold = Hold(token, int(reply[1]), me, self.ttl, _lease.lease_deadline(sent, self.ttl))
+        self._keep(hold)
+        self._last_fence = hold.fence
+        if self._renew_leases:
+            get_renewer().add(self, hold, _lease.renew_at(sent, self.ttl))
+        return None
+
+    async def _give_back(self, hold: Hold) -> None:
+        """Release `hold`, which the caller has just marked released with no await before
+        (so renewal stops even if this release is cancelled)."""
+        if self._renew_leases:
+            get_renewer().discard(hold)
+        try:
+            released = await self._release_token(hold.token)
+        except BaseException:
+            async_background(
+                functools.partial(self._release_token, hold.token),
+                f"release of {self._label()}",
+            )
+            raise
+        if not released:
+            raise self._not_owned(hold, "release")
+
+    async def _extend_hold(self, hold: Hold, new_ttl: float) -> None:
+        """Reset `hold`'s lease to `new_ttl` seconds from now, or mark it lost and raise."""
+        sent = _concurrency.monotonic()
+        if not await self._extend_token(hold.token, _lease.ms(new_ttl)):
+            self._mark_lost(hold, notify=False)
+            raise self._not_owned(hold, "extend")
+        hold.ttl = new_ttl
+        hold.deadline = _lease.lease_deadline(sent, new_ttl)
+        if self._renew_leases:
+            get_renewer().reschedule(hold, _lease.renew_at(sent, new_ttl))
+
+    async def _renew(self, hold: object) -> float | None:
+        """Called by the renewer: extend the lease; return when to renew next, or None."""
+        assert isinstance(hold, Hold)
+        if hold.released or hold.lost:
+            return None
+        sent = _concurrency.monotonic()
+        if sent >= hold.deadline:
+            self._mark_lost(hold)
+            return None
+        try:
+            async with async_time_limit(hold.deadline - sent):
+                extended = await self._extend_token(hold.token, _lease.ms(hold.ttl))
+        except (RedisError, OSError, TimeoutError) as exc:
+            now = _concurrency.monotonic()
+            if now >= hold.deadline:
+                self._mark_lost(hold)
+                return None
+            _concurrency.log.info("seawall: renewing %s failed, retrying: %r", self._label(), exc)
+            return _lease.retry_at(now, hold.ttl, hold.deadline)
+        if hold.released:
+            return None
+        if not extended:
+            self._mark_lost(hold)
+            return None
+        hold.deadline = _lease.lease_deadline(sent, hold.ttl)
+        return _lease.renew_at(sent, hold.ttl)
