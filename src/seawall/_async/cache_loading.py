@@ -26,7 +26,7 @@ from seawall._async.cache_base import (
     RedisUnavailable,
     ms,
 )
-from seawall._async.cache_waker import AsyncCacheWaker, get_cache_waker
+from seawall._async.cache_waker import AsyncCacheWaker, Watch, get_cache_waker
 from seawall._cache_codec import ABSENT_PAYLOAD, CACHE_WAKE_PREFIX, CacheKeys, cache_keys, encode
 from seawall._concurrency import (
     AsyncEvent,
@@ -44,6 +44,10 @@ FRESH, STALE_REFRESH, STALE, MISS_LOAD, MISS_WAIT = 1, 2, 3, 4, 5
 
 # Extra time a waiter gives a lease beyond its remaining ttl before it looks again.
 LEASE_GRACE = 0.01
+
+# A write-back sends values up to this size (bytes) with the wake-up, saving each waiting
+# process a read; larger ones are read again, so a big value is not copied per waiter.
+WAKE_PAYLOAD_LIMIT = 64 * 1024
 
 
 class _Flight:
@@ -122,17 +126,17 @@ class AsyncCacheCore(AsyncCacheBase):
         keys = cache_keys(self.namespace, key)
         epoch = self._fill_epoch()
         waker = get_cache_waker(self._client)
-        event = waker.watch(keys.value) if waker.ready else None
+        watch = waker.watch(keys.value) if waker.ready else None
         deadline = _concurrency.monotonic() + self.wait_timeout
         waited = False
         try:
             while True:
                 token = secrets.token_hex(16)
-                if event is not None:
-                    event.clear()  # before the fetch: a wake-up during it stays set
+                if watch is not None:
+                    watch.reset()  # before the fetch: a wake-up during it stays set
                 # Queued only while the channel is listened to (the listener may have
                 # stopped, idle, since the last look).
-                queued = event is not None and waker.ready
+                queued = watch is not None and waker.ready
                 reply = await self._fetch(keys, token, waker.id if queued else "", False)
                 status = int(reply[0])
                 if status == MISS_LOAD:
@@ -152,24 +156,49 @@ class AsyncCacheCore(AsyncCacheBase):
                 if remaining <= 0:
                     raise self._wait_timeout(key)
                 lease_left = max(int(reply[1]), 0) / 1000 + LEASE_GRACE
-                event = await self._wait(waker, keys, event, min(lease_left, remaining))
+                watch = await self._wait(waker, keys, watch, min(lease_left, remaining))
+                found = self._landed(watch, reply, key, epoch)
+                if found is not None:
+                    return found
         finally:
-            if event is not None:
-                waker.unwatch(keys.value, event)
+            if watch is not None:
+                waker.unwatch(keys.value, watch)
+
+    def _landed(
+        self, watch: Watch | None, reply: Any, key: str, epoch: int | None
+    ) -> tuple[Any, str] | None:
+        """The value the wake-up carried, if it was written under the lease we waited on.
+
+        That write-back came after our fetch saw the lease (a delete voids the lease
+        first, so it cannot be an older value), so it is as good as reading it again.
+        """
+        landed = None if watch is None else watch.landed
+        if landed is None or len(reply) < 3 or not reply[2]:
+            return None
+        lease = reply[2].encode() if isinstance(reply[2], str) else bytes(reply[2])
+        if landed[0] != lease:
+            return None
+        value = self._decode(landed[2], key)
+        if value is CORRUPT:
+            return None  # read it again: _found knows how to replace it
+        kind = "l2_hits" if value is not None else "absent_hits"
+        self._counters.add(kind)
+        self._remember(key, value, landed[1] / 1000, epoch)
+        return value, kind
 
     async def _wait(
-        self, waker: AsyncCacheWaker, keys: CacheKeys, event: AsyncEvent | None, bound: float
-    ) -> AsyncEvent | None:
-        """Wait for a wake-up (at most `bound` s); returns the event to wait on next time."""
-        if event is not None and waker.ready:
-            await event.wait(bound)
-            return event
+        self, waker: AsyncCacheWaker, keys: CacheKeys, watch: Watch | None, bound: float
+    ) -> Watch | None:
+        """Wait for a wake-up (at most `bound` s); returns the watch to wait on next time."""
+        if watch is not None and waker.ready:
+            await watch.event.wait(bound)
+            return watch
         # Not listening (yet, or any more): subscribe, then look again queued (a value
         # landing before the subscription would otherwise wake nobody here).
         if await waker.start(min(bound, 1.0)):
-            return event if event is not None else waker.watch(keys.value)
+            return watch if watch is not None else waker.watch(keys.value)
         await async_sleep(bound)  # pub/sub unavailable: the lease's end still bounds this
-        return event
+        return watch
 
     async def _found(
         self,
@@ -300,6 +329,7 @@ class AsyncCacheCore(AsyncCacheBase):
                 CACHE_WAKE_PREFIX,
                 channel,
                 message,
+                WAKE_PAYLOAD_LIMIT,
             ),
         )
         if int(written):
