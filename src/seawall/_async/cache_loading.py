@@ -56,7 +56,9 @@ class _Flight:
     __slots__ = ("done", "error", "kind", "value")
 
     def __init__(self) -> None:
-        self.done = AsyncEvent()
+        # Made by the first caller who waits (under the cache's mutex): a hit nobody
+        # shares, the usual case, pays for no event.
+        self.done: AsyncEvent | None = None
         self.value: Any = None
         self.error: BaseException | None = None
         # What the callers who shared it count in stats(): a value from Redis, a stale
@@ -71,6 +73,7 @@ class AsyncCacheCore(AsyncCacheBase):
         super().__init__(*args, **kwargs)
         self._flights: dict[tuple[object, str], _Flight] = {}
         self._refreshing: set[str] = set()
+        self._cached_waker: tuple[object, AsyncCacheWaker] | None = None
 
     # --- one flight per key in this process ----------------------------------------------
 
@@ -83,6 +86,11 @@ class AsyncCacheCore(AsyncCacheBase):
                 leader = flight is None
                 if flight is None:
                     flight = self._flights[slot] = _Flight()
+                    done = None
+                else:
+                    done = flight.done
+                    if done is None:
+                        done = flight.done = AsyncEvent()
             if leader:
                 try:
                     flight.value, flight.kind = await self._resolve(key, loader, ttl)
@@ -92,9 +100,12 @@ class AsyncCacheCore(AsyncCacheBase):
                 finally:
                     with self._mutex:
                         del self._flights[slot]
-                    flight.done.set()
+                        done = flight.done
+                    if done is not None:
+                        done.set()
                 return flight.value
-            if not await flight.done.wait(self.wait_timeout):
+            assert done is not None
+            if not await done.wait(self.wait_timeout):
                 self._counters.add("waits")
                 raise self._wait_timeout(key)
             if flight.error is None:
@@ -114,6 +125,14 @@ class AsyncCacheCore(AsyncCacheBase):
 
     # --- Redis: read, or take the lease, or wait ------------------------------------------
 
+    def _waker(self) -> AsyncCacheWaker:
+        """This process's (or loop's) cache waker, remembered here: a hit asks for it."""
+        here = async_scope()
+        cached = self._cached_waker
+        if cached is None or cached[0] is not here:
+            cached = self._cached_waker = (here, get_cache_waker(self._client))
+        return cached[1]
+
     async def _fetch(self, keys: CacheKeys, token: str, waiter: str, early: bool) -> Any:
         return await self._redis(
             _FETCH, keys.all, (token, ms(self.lease), waiter, "1" if early else "")
@@ -125,7 +144,7 @@ class AsyncCacheCore(AsyncCacheBase):
         """The value, and what callers sharing this flight count in stats()."""
         keys = cache_keys(self.namespace, key)
         epoch = self._fill_epoch()
-        waker = get_cache_waker(self._client)
+        waker = self._waker()
         watch = waker.watch(keys.value) if waker.ready else None
         deadline = _concurrency.monotonic() + self.wait_timeout
         waited = False

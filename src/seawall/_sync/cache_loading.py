@@ -57,7 +57,9 @@ class _Flight:
     __slots__ = ("done", "error", "kind", "value")
 
     def __init__(self) -> None:
-        self.done = Event()
+        # Made by the first caller who waits (under the cache's mutex): a hit nobody
+        # shares, the usual case, pays for no event.
+        self.done: Event | None = None
         self.value: Any = None
         self.error: BaseException | None = None
         # What the callers who shared it count in stats(): a value from Redis, a stale
@@ -72,6 +74,7 @@ class CacheCore(CacheBase):
         super().__init__(*args, **kwargs)
         self._flights: dict[tuple[object, str], _Flight] = {}
         self._refreshing: set[str] = set()
+        self._cached_waker: tuple[object, CacheWaker] | None = None
 
     # --- one flight per key in this process ----------------------------------------------
 
@@ -84,6 +87,11 @@ class CacheCore(CacheBase):
                 leader = flight is None
                 if flight is None:
                     flight = self._flights[slot] = _Flight()
+                    done = None
+                else:
+                    done = flight.done
+                    if done is None:
+                        done = flight.done = Event()
             if leader:
                 try:
                     flight.value, flight.kind = self._resolve(key, loader, ttl)
@@ -93,9 +101,12 @@ class CacheCore(CacheBase):
                 finally:
                     with self._mutex:
                         del self._flights[slot]
-                    flight.done.set()
+                        done = flight.done
+                    if done is not None:
+                        done.set()
                 return flight.value
-            if not flight.done.wait(self.wait_timeout):
+            assert done is not None
+            if not done.wait(self.wait_timeout):
                 self._counters.add("waits")
                 raise self._wait_timeout(key)
             if flight.error is None:
@@ -115,6 +126,14 @@ class CacheCore(CacheBase):
 
     # --- Redis: read, or take the lease, or wait ------------------------------------------
 
+    def _waker(self) -> CacheWaker:
+        """This process's (or loop's) cache waker, remembered here: a hit asks for it."""
+        here = scope()
+        cached = self._cached_waker
+        if cached is None or cached[0] is not here:
+            cached = self._cached_waker = (here, get_cache_waker(self._client))
+        return cached[1]
+
     def _fetch(self, keys: CacheKeys, token: str, waiter: str, early: bool) -> Any:
         return self._redis(
             _FETCH, keys.all, (token, ms(self.lease), waiter, "1" if early else "")
@@ -126,7 +145,7 @@ class CacheCore(CacheBase):
         """The value, and what callers sharing this flight count in stats()."""
         keys = cache_keys(self.namespace, key)
         epoch = self._fill_epoch()
-        waker = get_cache_waker(self._client)
+        waker = self._waker()
         watch = waker.watch(keys.value) if waker.ready else None
         deadline = _concurrency.monotonic() + self.wait_timeout
         waited = False
