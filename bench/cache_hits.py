@@ -4,9 +4,11 @@ L1 (in-process): seawall.Cache.get_or_load on keys its L1 holds, against what a 
 otherwise write, a cachetools TTLCache behind its `cached` decorator with a lock (seawall's
 L1 is thread-safe too); a bare `TTLCache.get` is shown as well. L2 (Redis): seawall with its
 L1 off (l1_size=0), so every hit is one script call, against redis-py `GET` + json.loads of
-the same value on the same server; sync and asyncio. One process, one caller, 100 warm keys
-read in turn for a fixed time; contenders take turns, order reversed every pass; a figure
-is the median over passes, a ratio the median of same-pass ratios.
+the same value on the same server; sync and asyncio. "its script alone" is the one
+EVALSHA a seawall L2 hit sends, made with bare redis-py: the floor for seawall's L2 row.
+One process, one caller, 100 warm keys read in turn, in batches; contenders take turns
+batch by batch, order reversed every turn; a figure is the median over passes, a ratio
+the median of same-pass ratios.
 
     PYTHONPATH=src .venv/bin/python bench/cache_hits.py [--quick] [--json PATH]
 """
@@ -39,7 +41,9 @@ from _harness import (
 )
 
 import seawall
+import seawall._sync.cache_base
 import seawall.aio
+from seawall._cache_codec import cache_keys
 
 KEYS = 100
 VALUE = {"id": 42, "name": "a cached row", "tags": ["x", "y"], "score": 0.5}
@@ -58,6 +62,7 @@ BASELINES = {
     "L1 seawall.Cache": "L1 cachetools @cached+lock",
     "L1 seawall.aio.Cache": "L1 cachetools @cached+lock",
     "L2 seawall.Cache (l1_size=0)": "L2 redis-py GET+json.loads",
+    "L2 its script alone (EVALSHA)": "L2 redis-py GET+json.loads",
     "L2 seawall.aio.Cache (l1_size=0)": "L2 redis.asyncio GET+json.loads",
 }
 
@@ -85,29 +90,34 @@ def _never() -> Any:
     raise AssertionError("the benchmark's keys are all warm: the loader must not run")
 
 
-def _timed(read: Callable[[str], Any], keys: list[str], seconds: float) -> float:
-    """Hits per second of `read` over `keys` in turn, for about `seconds`."""
-    done = 0
-    start = time.perf_counter()
-    while (elapsed := time.perf_counter() - start) < seconds:
-        for key in keys:
-            read(key)
-        done += len(keys)
-    return done / elapsed
+def _timed(read: Callable[[str], Any], keys: list[str], repeat: int) -> Callable[[], float]:
+    """A batch: each key read `repeat` times; returns the seconds it took."""
+
+    def batch() -> float:
+        start = time.perf_counter()
+        for _ in range(repeat):
+            for key in keys:
+                read(key)
+        return time.perf_counter() - start
+
+    return batch
 
 
-async def _atimed(read: Callable[[str], Any], keys: list[str], seconds: float) -> float:
-    done = 0
-    start = time.perf_counter()
-    while (elapsed := time.perf_counter() - start) < seconds:
-        for key in keys:
-            await read(key)
-        done += len(keys)
-    return done / elapsed
+def _atimed(
+    runner: asyncio.Runner, read: Callable[[str], Any], keys: list[str], repeat: int
+) -> Callable[[], float]:
+    async def timed() -> float:
+        start = time.perf_counter()  # inside the loop: the runner's own cost is not counted
+        for _ in range(repeat):
+            for key in keys:
+                await read(key)
+        return time.perf_counter() - start
+
+    return lambda: runner.run(timed())
 
 
 def contenders(url: str, runner: asyncio.Runner, name: str) -> dict[str, Callable[[float], float]]:
-    """Each contender, warmed, as seconds -> hits/s."""
+    """Each contender, warmed, as a batch of reads returning its seconds."""
     keys = [f"{name}:{i}" for i in range(KEYS)]
     client = redis.Redis.from_url(url)
     aclient = runner.run(_make_async_client(url))
@@ -146,21 +156,30 @@ def contenders(url: str, runner: asyncio.Runner, name: str) -> dict[str, Callabl
     def al2_read(key: str) -> Any:
         return al2.get_or_load(key, _never)
 
+    fetch = seawall._sync.cache_base._FETCH
+    script_keys = {key: cache_keys(l2.namespace, key).all for key in keys}
+
+    def bare_script(key: str) -> Any:
+        reply = client.evalsha(fetch.sha, 3, *script_keys[key], "t" * 32, 10_000, "", "")
+        return json.loads(reply[1])  # type: ignore[index]
+
     def plain(key: str) -> Any:
         return json.loads(client.get(key))  # type: ignore[arg-type]
 
     async def aplain(key: str) -> Any:
         return json.loads(await aclient.get(key))
 
+    one, many = 1, 20  # reads of each key per batch: an L1 batch must outlast the timer
     return {
-        "L1 cachetools @cached+lock": lambda s: _timed(cachetools_read, keys, s),
-        "L1 cachetools TTLCache.get": lambda s: _timed(ttl_cache.get, keys, s),
-        "L1 seawall.Cache": lambda s: _timed(l1_read, keys, s),
-        "L1 seawall.aio.Cache": lambda s: runner.run(_atimed(al1_read, keys, s)),
-        "L2 redis-py GET+json.loads": lambda s: _timed(plain, keys, s),
-        "L2 seawall.Cache (l1_size=0)": lambda s: _timed(l2_read, keys, s),
-        "L2 redis.asyncio GET+json.loads": lambda s: runner.run(_atimed(aplain, keys, s)),
-        "L2 seawall.aio.Cache (l1_size=0)": lambda s: runner.run(_atimed(al2_read, keys, s)),
+        "L1 cachetools @cached+lock": _timed(cachetools_read, keys, many),
+        "L1 cachetools TTLCache.get": _timed(ttl_cache.get, keys, many),
+        "L1 seawall.Cache": _timed(l1_read, keys, many),
+        "L1 seawall.aio.Cache": _atimed(runner, al1_read, keys, many),
+        "L2 redis-py GET+json.loads": _timed(plain, keys, one),
+        "L2 seawall.Cache (l1_size=0)": _timed(l2_read, keys, one),
+        "L2 its script alone (EVALSHA)": _timed(bare_script, keys, one),
+        "L2 redis.asyncio GET+json.loads": _atimed(runner, aplain, keys, one),
+        "L2 seawall.aio.Cache (l1_size=0)": _atimed(runner, al2_read, keys, one),
     }
 
 
@@ -184,11 +203,23 @@ def main() -> None:
         admin.close()
         print(f"{KEYS} warm keys, {passes} passes of {seconds} s per contender\n")
         runs = contenders(url, runner, unique_name("hits"))
+        reads = {name: KEYS * (20 if name.startswith("L1") else 1) for name in runs}
         samples: dict[str, list[float]] = {name: [] for name in runs}
         ratios: dict[str, list[float]] = {name: [] for name in BASELINES}
         for number in range(passes):
-            order = list(runs) if number % 2 == 0 else list(reversed(runs))
-            figures = {name: runs[name](seconds) for name in order}
+            # Batches of all contenders in turn (order reversed every other time), so load
+            # changes on the shared machine hit all of them alike.
+            spent = dict.fromkeys(runs, 0.0)
+            done = dict.fromkeys(runs, 0)
+            until = time.perf_counter() + seconds * len(runs)
+            turn = 0
+            while time.perf_counter() < until:
+                order = list(runs) if turn % 2 == 0 else list(reversed(runs))
+                for name in order:
+                    spent[name] += runs[name]()
+                    done[name] += reads[name]
+                turn += 1
+            figures = {name: done[name] / spent[name] for name in runs}
             for name, value in figures.items():
                 samples[name].append(value)
             for name, base in BASELINES.items():
