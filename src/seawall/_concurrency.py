@@ -265,3 +265,8 @@ def async_membership(container: Any, item: Any) -> bool:
 
 def membership(container: Any, item: Any) -> bool:
     return bool(container.might_contain(item))
+
+
+# Bounds concurrent Redis calls to what a client's connection pool can open (the cache).
+AsyncGate = asyncio.Semaphore
+Gate = threading.Semaphore

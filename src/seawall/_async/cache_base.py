@@ -18,7 +18,7 @@ from seawall._async.scripts import run_script
 from seawall._breaker import CircuitBreaker, RateLimiter
 from seawall._cache_codec import ABSENT_PAYLOAD, Serializer
 from seawall._cache_stats import Counters
-from seawall._concurrency import async_scope, async_time_limit
+from seawall._concurrency import AsyncGate, ScopedRegistry, async_scope, async_time_limit
 from seawall._freshness import jittered
 from seawall._l1 import L1
 from seawall._validate import AsyncClient
@@ -37,6 +37,25 @@ def ms(seconds: float) -> int:
 
 class RedisUnavailable(Exception):
     """The circuit breaker is open: Redis is not called (internal; the cache degrades)."""
+
+
+# Connections a bounded pool keeps for the cache's two pub/sub listeners (wake-ups and
+# invalidations), which take theirs from the same pool.
+PUBSUB_RESERVE = 2
+# A pool allowing more connections than this is taken as unbounded (redis-py's default).
+UNBOUNDED_POOL = 1 << 20
+
+_gates = ScopedRegistry()
+
+
+def pool_limit(client: Any) -> int | None:
+    """How many cache calls may use `client` at once: its pool's bound, less what the
+    listeners take; None when the pool is unbounded (or per node, on Cluster)."""
+    pool = getattr(client, "connection_pool", None)
+    limit = getattr(pool, "max_connections", None)
+    if not isinstance(limit, int) or limit >= UNBOUNDED_POOL:
+        return None
+    return max(1, limit - PUBSUB_RESERVE)
 
 
 class AsyncCacheBase:
@@ -79,6 +98,10 @@ class AsyncCacheBase:
         self._invalidator: tuple[object, AsyncInvalidator] | None = None
         # Sender id of invalidations published when no listener runs here (L1 off).
         self._sender = uuid.uuid4().hex
+        # With a bounded pool (max_connections=), callers beyond its size queue here
+        # instead of failing with "Too many connections" (per process or event loop).
+        self._limit = pool_limit(client)
+        self._cached_gate: tuple[object, AsyncGate] | None = None
 
     # --- the L1 and the invalidation broadcast -------------------------------------------
 
@@ -153,18 +176,39 @@ class AsyncCacheBase:
 
     # --- Redis calls -------------------------------------------------------------------------
 
+    def _gate(self) -> AsyncGate | None:
+        limit = self._limit
+        if limit is None:
+            return None
+        here = async_scope()
+        cached = self._cached_gate
+        if cached is None or cached[0] is not here:
+            gate = _gates.get(here, self._client, lambda: AsyncGate(limit))
+            cached = self._cached_gate = (here, gate)
+        return cached[1]
+
+    async def _run(
+        self, script: _scripts.LuaScript, keys: Sequence[str], args: Sequence[Any]
+    ) -> Any:
+        """Run a script, waiting for a free connection when the pool is bounded."""
+        gate = self._gate()
+        if gate is None:
+            return await run_script(self._client, script, keys, args)
+        async with gate:
+            return await run_script(self._client, script, keys, args)
+
     async def _redis(
         self, script: _scripts.LuaScript, keys: Sequence[str], args: Sequence[Any]
     ) -> Any:
         """Run a script; with a breaker, only while it allows, each call bounded in time."""
         breaker = self.breaker
         if breaker is None:
-            return await run_script(self._client, script, keys, args)
+            return await self._run(script, keys, args)
         if not breaker.allow():
             raise RedisUnavailable(f"circuit open for cache {self.namespace!r}")
         try:
             async with async_time_limit(breaker.call_timeout):
-                reply = await run_script(self._client, script, keys, args)
+                reply = await self._run(script, keys, args)
         except ResponseError:
             breaker.success()  # an error reply: Redis itself is alive
             raise

@@ -163,9 +163,7 @@ class Cache(CacheCore):
             self._counters.add("l1_hits" if found is not None else "absent_hits")
             return default if found is None else found
         epoch = self._fill_epoch()
-        reply = run_script(
-            self._client, _FETCH, cache_keys(self.namespace, text).all, ("", 0, "", "")
-        )
+        reply = self._run(_FETCH, cache_keys(self.namespace, text).all, ("", 0, "", ""))
         if int(reply[0]) == 5:
             self._counters.add("misses")
             return default
@@ -200,11 +198,8 @@ class Cache(CacheCore):
         text = self._key(key)
         self.l1.discard(text)
         channel, message = self._invalidation(text)
-        run_script(
-            self._client,
-            _VOID,
-            cache_keys(self.namespace, text).all,
-            ("", CACHE_WAKE_PREFIX, channel, message),
+        self._run(
+            _VOID, cache_keys(self.namespace, text).all, ("", CACHE_WAKE_PREFIX, channel, message)
         )
         self._dropped_here(text)
 

@@ -19,7 +19,7 @@ from seawall._sync.scripts import run_script
 from seawall._breaker import CircuitBreaker, RateLimiter
 from seawall._cache_codec import ABSENT_PAYLOAD, Serializer
 from seawall._cache_stats import Counters
-from seawall._concurrency import scope, time_limit
+from seawall._concurrency import Gate, ScopedRegistry, scope, time_limit
 from seawall._freshness import jittered
 from seawall._l1 import L1
 from seawall._validate import Client
@@ -38,6 +38,25 @@ def ms(seconds: float) -> int:
 
 class RedisUnavailable(Exception):
     """The circuit breaker is open: Redis is not called (internal; the cache degrades)."""
+
+
+# Connections a bounded pool keeps for the cache's two pub/sub listeners (wake-ups and
+# invalidations), which take theirs from the same pool.
+PUBSUB_RESERVE = 2
+# A pool allowing more connections than this is taken as unbounded (redis-py's default).
+UNBOUNDED_POOL = 1 << 20
+
+_gates = ScopedRegistry()
+
+
+def pool_limit(client: Any) -> int | None:
+    """How many cache calls may use `client` at once: its pool's bound, less what the
+    listeners take; None when the pool is unbounded (or per node, on Cluster)."""
+    pool = getattr(client, "connection_pool", None)
+    limit = getattr(pool, "max_connections", None)
+    if not isinstance(limit, int) or limit >= UNBOUNDED_POOL:
+        return None
+    return max(1, limit - PUBSUB_RESERVE)
 
 
 class CacheBase:
@@ -80,6 +99,10 @@ class CacheBase:
         self._invalidator: tuple[object, Invalidator] | None = None
         # Sender id of invalidations published when no listener runs here (L1 off).
         self._sender = uuid.uuid4().hex
+        # With a bounded pool (max_connections=), callers beyond its size queue here
+        # instead of failing with "Too many connections" (per process or event loop).
+        self._limit = pool_limit(client)
+        self._cached_gate: tuple[object, Gate] | None = None
 
     # --- the L1 and the invalidation broadcast -------------------------------------------
 
@@ -154,18 +177,39 @@ class CacheBase:
 
     # --- Redis calls -------------------------------------------------------------------------
 
+    def _gate(self) -> Gate | None:
+        limit = self._limit
+        if limit is None:
+            return None
+        here = scope()
+        cached = self._cached_gate
+        if cached is None or cached[0] is not here:
+            gate = _gates.get(here, self._client, lambda: Gate(limit))
+            cached = self._cached_gate = (here, gate)
+        return cached[1]
+
+    def _run(
+        self, script: _scripts.LuaScript, keys: Sequence[str], args: Sequence[Any]
+    ) -> Any:
+        """Run a script, waiting for a free connection when the pool is bounded."""
+        gate = self._gate()
+        if gate is None:
+            return run_script(self._client, script, keys, args)
+        with gate:
+            return run_script(self._client, script, keys, args)
+
     def _redis(
         self, script: _scripts.LuaScript, keys: Sequence[str], args: Sequence[Any]
     ) -> Any:
         """Run a script; with a breaker, only while it allows, each call bounded in time."""
         breaker = self.breaker
         if breaker is None:
-            return run_script(self._client, script, keys, args)
+            return self._run(script, keys, args)
         if not breaker.allow():
             raise RedisUnavailable(f"circuit open for cache {self.namespace!r}")
         try:
             with time_limit(breaker.call_timeout):
-                reply = run_script(self._client, script, keys, args)
+                reply = self._run(script, keys, args)
         except ResponseError:
             breaker.success()  # an error reply: Redis itself is alive
             raise
