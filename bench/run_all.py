@@ -34,6 +34,9 @@ BENCHMARKS = [
     "rwlock",
     "semaphore",
     "cache_stampede",
+    "cache_stale",
+    "cache_hits",
+    "cache_pool",
 ]
 
 
