@@ -74,6 +74,8 @@ class AsyncCacheCore(AsyncCacheBase):
         self._flights: dict[tuple[object, str], _Flight] = {}
         self._refreshing: set[str] = set()
         self._cached_waker: tuple[object, AsyncCacheWaker] | None = None
+        # Refreshes a flight's leader starts after answering (see _refresh_soon).
+        self._deferred: dict[tuple[object, str], Callable[[], Any]] = {}
 
     # --- one flight per key in this process ----------------------------------------------
 
@@ -101,8 +103,11 @@ class AsyncCacheCore(AsyncCacheBase):
                     with self._mutex:
                         del self._flights[slot]
                         done = flight.done
+                        refresh = self._deferred.pop(slot, None)
                     if done is not None:
                         done.set()
+                    if refresh is not None:
+                        async_spawn(refresh, f"seawall-cache-refresh {key!r}")
                 return flight.value
             assert done is not None
             if not await done.wait(self.wait_timeout):
@@ -380,10 +385,11 @@ class AsyncCacheCore(AsyncCacheBase):
                 return
             self._refreshing.add(key)
         self._counters.add("refreshes")
-        async_spawn(
-            functools.partial(self._refresh, keys, key, loader, ttl, token),
-            f"seawall-cache-refresh {key!r}",
-        )
+        # Started by the flight's leader once its callers have their (stale) value: in
+        # the sync world starting a thread waits for it to run, which they need not.
+        refresh = functools.partial(self._refresh, keys, key, loader, ttl, token)
+        with self._mutex:
+            self._deferred[(async_scope(), key)] = refresh
 
     async def _refresh(
         self,

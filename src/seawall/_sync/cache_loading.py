@@ -75,6 +75,8 @@ class CacheCore(CacheBase):
         self._flights: dict[tuple[object, str], _Flight] = {}
         self._refreshing: set[str] = set()
         self._cached_waker: tuple[object, CacheWaker] | None = None
+        # Refreshes a flight's leader starts after answering (see _refresh_soon).
+        self._deferred: dict[tuple[object, str], Callable[[], Any]] = {}
 
     # --- one flight per key in this process ----------------------------------------------
 
@@ -102,8 +104,11 @@ class CacheCore(CacheBase):
                     with self._mutex:
                         del self._flights[slot]
                         done = flight.done
+                        refresh = self._deferred.pop(slot, None)
                     if done is not None:
                         done.set()
+                    if refresh is not None:
+                        spawn(refresh, f"seawall-cache-refresh {key!r}")
                 return flight.value
             assert done is not None
             if not done.wait(self.wait_timeout):
@@ -381,10 +386,11 @@ class CacheCore(CacheBase):
                 return
             self._refreshing.add(key)
         self._counters.add("refreshes")
-        spawn(
-            functools.partial(self._refresh, keys, key, loader, ttl, token),
-            f"seawall-cache-refresh {key!r}",
-        )
+        # Started by the flight's leader once its callers have their (stale) value: in
+        # the sync world starting a thread waits for it to run, which they need not.
+        refresh = functools.partial(self._refresh, keys, key, loader, ttl, token)
+        with self._mutex:
+            self._deferred[(scope(), key)] = refresh
 
     def _refresh(
         self,
