@@ -9,7 +9,8 @@ requests each process sent. Compared with the libraries that serve a stale value
 caller regenerates it: dogpile.cache (its region with distributed_lock: the caller that
 wins the lock regenerates in line, the others get the old value) and cashews' `early`
 (background recalculation after early_ttl, elected by a SET NX lock). Sync libraries use
-threads, asyncio ones tasks.
+threads, asyncio ones tasks. The "floor" rows do no reading at all: the scheduling of the
+requesters alone on this machine.
 
     PYTHONPATH=src .venv/bin/python bench/cache_stale.py [--quick] [--json PATH]
 """
@@ -49,8 +50,19 @@ FRESH_SECONDS = 1.0
 REFRESH_SECONDS = 0.5
 START_GAP = 0.1  # after the value has gone stale, before the requesters start
 
-LIBRARIES = ["dogpile.cache", "seawall.Cache", "cashews (early)", "seawall.aio.Cache"]
-ASYNC = {"cashews (early)", "seawall.aio.Cache"}
+# The "floor" rows read nothing: the requesters' scheduling alone (threads, or tasks), the
+# least latency any library can show on this machine.
+THREADS_FLOOR = "floor: threads, no cache"
+TASKS_FLOOR = "floor: tasks, no cache"
+LIBRARIES = [
+    THREADS_FLOOR,
+    "dogpile.cache",
+    "seawall.Cache",
+    TASKS_FLOOR,
+    "cashews (early)",
+    "seawall.aio.Cache",
+]
+ASYNC = {TASKS_FLOOR, "cashews (early)", "seawall.aio.Cache"}
 
 COLUMNS = [
     Column("refreshes", "refreshes/round", ".2f"),
@@ -102,6 +114,8 @@ def _sync_reader(plan: Plan, client: redis.Redis, loads: Loads) -> Any:
         time.sleep(loads.call())
         return "value"
 
+    if plan.library == THREADS_FLOOR:
+        return lambda key: "value"
     if plan.library == "dogpile.cache":
         from dogpile.cache import make_region
 
@@ -126,6 +140,12 @@ def _async_reader(plan: Plan, loads: Loads) -> Any:
         await asyncio.sleep(loads.call())
         return "value"
 
+    if plan.library == TASKS_FLOOR:
+
+        async def read_nothing(key: str) -> str:
+            return "value"
+
+        return read_nothing
     if plan.library == "cashews (early)":
         from cashews import Cache
 
