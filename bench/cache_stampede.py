@@ -1,10 +1,13 @@
 """A cache stampede: 4 processes x 50 requesters miss one key whose loader takes 50 ms.
 
-Each round uses a fresh key, so every requester misses; all requesters of a round start at
+Each round uses a fresh key, so every requester misses; a first, unmeasured round opens
+the connections; all requesters of a round start at
 once (processes meet at a barrier, then each starts its requesters together). Per library:
 loader calls per stampede (1 is the goal: the loader stands for a database query), the
-requesters' latency, and the commands the server ran per stampede (Lua-internal ones
-included). Sync libraries use threads, asyncio ones tasks.
+requesters' latency, the requests each process sent (counted in redis-py, so one script
+call is one request; the first round's connection set-up and subscriptions included), and
+the commands the server ran (Lua-internal ones included). Sync libraries use threads,
+asyncio ones tasks.
 
     PYTHONPATH=src .venv/bin/python bench/cache_stampede.py [--quick] [--json PATH]
 """
@@ -25,7 +28,9 @@ import redis.asyncio
 from _harness import (
     Column,
     Goal,
+    RequestCounter,
     Table,
+    counting_requests,
     format_goals,
     format_table,
     machine_note,
@@ -59,6 +64,8 @@ COLUMNS = [
     Column("p99", "p99 ms", ".0f"),
     Column("max", "max ms", ".0f"),
     Column("server_cmds", "server cmds/stampede", ",.0f"),
+    Column("requests_pp", "requests/process/stampede", ",.1f"),
+    Column("server_cmds_pp", "server cmds/process/stampede", ",.1f"),
     Column("p99_ratio", "p99 vs seawall", ".2f"),
 ]
 HEADLINE = "p99"
@@ -69,6 +76,18 @@ GOALS = [
     Goal("seawall.aio.Cache: 1 load per stampede", "seawall.aio.Cache", "loads", "==", 1.0),
     Goal("dogpile.cache p99 / seawall.Cache p99 >= 1", "dogpile.cache", "p99_ratio", ">=", 1.0),
     Goal("cashews p99 / seawall.aio.Cache p99 >= 1", "cashews", "p99_ratio", ">=", 1.0),
+    Goal("seawall.Cache p99 <= 75 ms", "seawall.Cache", "p99", "<=", 75.0),
+    Goal("seawall.aio.Cache p99 <= 75 ms", "seawall.aio.Cache", "p99", "<=", 75.0),
+    Goal("seawall.Cache <= 10 requests/process", "seawall.Cache", "requests_pp", "<=", 10.0),
+    Goal("seawall.aio.Cache <= 10 requests/process", "seawall.aio.Cache", "requests_pp", "<=", 10),
+    Goal("seawall.Cache <= 10 server cmds/process", "seawall.Cache", "server_cmds_pp", "<=", 10),
+    Goal(
+        "seawall.aio.Cache <= 10 server cmds/process",
+        "seawall.aio.Cache",
+        "server_cmds_pp",
+        "<=",
+        10,
+    ),
 ]
 
 
@@ -165,19 +184,53 @@ def _async_reader(plan: Plan, loads: list[int]) -> Any:
     return lambda key: cache.get_or_load(key, loader)
 
 
-def worker_main(plan: Plan, barrier: Any, conn: Connection) -> None:
-    """Child process: `rounds` stampedes of `requesters`; sends per-round latencies, loads."""
-    if plan.library in ASYNC:
-        asyncio.run(_async_rounds(plan, barrier, conn))
-        return
+class Meter:
+    """What one worker process counts: requests it sends, and (worker 0) the server's
+    command counter once every process is past the warm-up round and once all are done."""
+
+    def __init__(self, plan: Plan, index: int, counter: RequestCounter) -> None:
+        self.admin = redis.Redis.from_url(plan.url) if index == 0 else None
+        self.counter = counter
+        self.server = 0
+
+    def round_starts(self, round_no: int) -> None:
+        """Called right after the barrier of `round_no` (0 is the warm-up)."""
+        if round_no == 1:
+            self.counter.requests = 0  # connection set-up and warm-up not counted
+            if self.admin is not None:
+                self.server = -server_commands(self.admin)
+
+    def all_done(self) -> None:
+        if self.admin is not None:
+            self.server += server_commands(self.admin) - 1  # minus the first INFO
+
+
+def worker_main(plan: Plan, barrier: Any, conn: Connection, index: int) -> None:
+    """Child process: a warm-up round, then `rounds` stampedes of `requesters`; sends
+    per-round latencies, loads, requests sent and (worker 0) server commands."""
+    with counting_requests() as counter:
+        meter = Meter(plan, index, counter)
+        if plan.library in ASYNC:
+            results, loads = asyncio.run(_async_rounds(plan, barrier, meter))
+        else:
+            results, loads = _sync_rounds(plan, barrier, meter)
+        requests = counter.requests
+        barrier.wait(60)
+        meter.all_done()
+    conn.send((results, loads, requests, meter.server))
+
+
+def _sync_rounds(plan: Plan, barrier: Any, meter: Meter) -> tuple[list[list[float]], int]:
     client = redis.Redis.from_url(plan.url)
     loads: list[int] = []
     read = _sync_reader(plan, client, loads)
-    client.ping()
     results = []
-    for round_no in range(plan.rounds):
+    for round_no in range(plan.rounds + 1):
         key = f"{plan.run_id}:{round_no}"
         barrier.wait(60)
+        meter.round_starts(round_no)
+        if round_no == 1:
+            loads.clear()
         start = time.monotonic() + ROUND_GAP
         latencies: list[float] = []
 
@@ -191,18 +244,22 @@ def worker_main(plan: Plan, barrier: Any, conn: Connection) -> None:
             thread.start()
         for thread in threads:
             thread.join()
-        results.append(latencies)
-    conn.send((results, len(loads)))
+        if round_no:
+            results.append(latencies)
+    return results, len(loads)
 
 
-async def _async_rounds(plan: Plan, barrier: Any, conn: Connection) -> None:
+async def _async_rounds(plan: Plan, barrier: Any, meter: Meter) -> tuple[list[list[float]], int]:
     loads: list[int] = []
     read = _async_reader(plan, loads)
     loop = asyncio.get_running_loop()
     results = []
-    for round_no in range(plan.rounds):
+    for round_no in range(plan.rounds + 1):
         key = f"{plan.run_id}:{round_no}"
         await loop.run_in_executor(None, barrier.wait, 60)
+        meter.round_starts(round_no)
+        if round_no == 1:
+            loads.clear()
         start = time.monotonic() + ROUND_GAP
 
         async def requester(key: str = key, start: float = start) -> float:
@@ -210,8 +267,10 @@ async def _async_rounds(plan: Plan, barrier: Any, conn: Connection) -> None:
             await read(key)
             return time.monotonic() - start
 
-        results.append(list(await asyncio.gather(*(requester() for _ in range(plan.requesters)))))
-    conn.send((results, len(loads)))
+        latencies = list(await asyncio.gather(*(requester() for _ in range(plan.requesters))))
+        if round_no:
+            results.append(latencies)
+    return results, len(loads)
 
 
 def measure(
@@ -224,16 +283,15 @@ def measure(
     barrier = ctx.Barrier(processes)
     pipes, workers = [], []
     try:
-        before = server_commands(admin)
-        for _ in range(processes):
+        for index in range(processes):
             parent, child = ctx.Pipe()
-            worker = ctx.Process(target=worker_main, args=(plan, barrier, child))
+            worker = ctx.Process(target=worker_main, args=(plan, barrier, child, index))
             worker.start()
             child.close()
             pipes.append(parent)
             workers.append(worker)
         found = [pipe.recv() for pipe in pipes]
-        processed = server_commands(admin) - before - 1
+        processed = sum(server for _, _, _, server in found)
         for worker in workers:
             worker.join(10)
     finally:
@@ -243,15 +301,18 @@ def measure(
         for key in admin.scan_iter(match=f"*{run_id}*", count=1000):
             admin.delete(key)
         admin.close()
-    latencies = [x * 1000 for results, _ in found for per_round in results for x in per_round]
-    loads = sum(count for _, count in found)
+    latencies = [x * 1000 for results, *_ in found for per_round in results for x in per_round]
+    loads = sum(count for _, count, _, _ in found)
+    requests = sum(sent for _, _, sent, _ in found)
     return {
         "loads": loads / rounds,
         "p50": percentile(latencies, 50),
         "p99": percentile(latencies, 99),
         "max": max(latencies),
-        # Connection set-up (HELLO, CLIENT SETINFO, PING) is counted too: a few per process.
+        # After a warm-up stampede, which opens the connections: set-up not counted.
         "server_cmds": processed / rounds,
+        "requests_pp": requests / rounds / processes,
+        "server_cmds_pp": processed / rounds / processes,
     }
 
 
@@ -278,7 +339,8 @@ def main() -> None:
             table[library] = row = measure(url, library, args.processes, args.requesters, rounds)
             print(
                 f"  {library}: {row['loads']:.2f} loads/stampede, p99 {row['p99']:.0f} ms, "
-                f"{row['server_cmds']:,.0f} server commands/stampede"
+                f"{row['server_cmds']:,.0f} server commands/stampede, "
+                f"{row['requests_pp']:.1f} requests/process/stampede"
             )
     for library, row in table.items():
         base = "seawall.aio.Cache" if library in ASYNC else "seawall.Cache"

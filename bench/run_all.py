@@ -37,6 +37,9 @@ BENCHMARKS = [
     "redlock",
     "stock",
     "sink",
+    "cache_stale",
+    "cache_hits",
+    "cache_pool",
 ]
 
 

@@ -8,6 +8,7 @@ reading the cache. Choose it only when Redis is as trusted as the processes them
 
 from __future__ import annotations
 
+import functools
 import json
 import pickle
 from dataclasses import dataclass
@@ -141,6 +142,7 @@ class CacheKeys:
         return (self.value, self.lease, self.waiters)
 
 
+@functools.lru_cache(maxsize=4096)  # hot keys are asked for again and again
 def cache_keys(namespace: str, key: str) -> CacheKeys:
     """Keys of one cache entry; they share one hash tag, so the scripts run on Cluster."""
     base = tagged("cache", f"{namespace}:{key}")

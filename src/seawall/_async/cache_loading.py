@@ -24,7 +24,7 @@ from seawall._async.cache_base import (
     AsyncCacheBase,
     ms,
 )
-from seawall._async.cache_waker import AsyncCacheWaker, get_cache_waker
+from seawall._async.cache_waker import AsyncCacheWaker, Watch, get_cache_waker
 from seawall._cache_codec import ABSENT_PAYLOAD, CACHE_WAKE_PREFIX, CacheKeys, cache_keys, encode
 from seawall._concurrency import (
     AsyncEvent,
@@ -43,6 +43,10 @@ FRESH, STALE_REFRESH, STALE, MISS_LOAD, MISS_WAIT = 1, 2, 3, 4, 5
 # Extra time a waiter gives a lease beyond its remaining ttl before it looks again.
 LEASE_GRACE = 0.01
 
+# A write-back sends values up to this size (bytes) with the wake-up, saving each waiting
+# process a read; larger ones are read again, so a big value is not copied per waiter.
+WAKE_PAYLOAD_LIMIT = 64 * 1024
+
 
 class _Flight:
     """One load in this process that concurrent callers of the same key share."""
@@ -50,7 +54,9 @@ class _Flight:
     __slots__ = ("done", "error", "kind", "value")
 
     def __init__(self) -> None:
-        self.done = AsyncEvent()
+        # Made by the first caller who waits (under the cache's mutex): a hit nobody
+        # shares, the usual case, pays for no event.
+        self.done: AsyncEvent | None = None
         self.value: Any = None
         self.error: BaseException | None = None
         # What the callers who shared it count in stats(): a value from Redis, a stale
@@ -65,6 +71,9 @@ class AsyncCacheCore(AsyncCacheBase):
         super().__init__(*args, **kwargs)
         self._flights: dict[tuple[object, str], _Flight] = {}
         self._refreshing: set[str] = set()
+        self._cached_waker: tuple[object, AsyncCacheWaker] | None = None
+        # Refreshes a flight's leader starts after answering (see _refresh_soon).
+        self._deferred: dict[tuple[object, str], Callable[[], Any]] = {}
 
     # --- one flight per key in this process ----------------------------------------------
 
@@ -77,6 +86,11 @@ class AsyncCacheCore(AsyncCacheBase):
                 leader = flight is None
                 if flight is None:
                     flight = self._flights[slot] = _Flight()
+                    done = None
+                else:
+                    done = flight.done
+                    if done is None:
+                        done = flight.done = AsyncEvent()
             if leader:
                 try:
                     flight.value, flight.kind = await self._resolve(key, loader, ttl)
@@ -86,9 +100,15 @@ class AsyncCacheCore(AsyncCacheBase):
                 finally:
                     with self._mutex:
                         del self._flights[slot]
-                    flight.done.set()
+                        done = flight.done
+                        refresh = self._deferred.pop(slot, None)
+                    if done is not None:
+                        done.set()
+                    if refresh is not None:
+                        async_spawn(refresh, f"seawall-cache-refresh {key!r}")
                 return flight.value
-            if not await flight.done.wait(self.wait_timeout):
+            assert done is not None
+            if not await done.wait(self.wait_timeout):
                 self._counters.add("waits")
                 raise self._wait_timeout(key)
             if flight.error is None:
@@ -108,6 +128,14 @@ class AsyncCacheCore(AsyncCacheBase):
 
     # --- Redis: read, or take the lease, or wait ------------------------------------------
 
+    def _waker(self) -> AsyncCacheWaker:
+        """This process's (or loop's) cache waker, remembered here: a hit asks for it."""
+        here = async_scope()
+        cached = self._cached_waker
+        if cached is None or cached[0] is not here:
+            cached = self._cached_waker = (here, get_cache_waker(self._client))
+        return cached[1]
+
     async def _fetch(self, keys: CacheKeys, token: str, waiter: str, early: bool) -> Any:
         return await self._redis(
             _FETCH, keys.all, (token, ms(self.lease), waiter, "1" if early else "")
@@ -119,18 +147,18 @@ class AsyncCacheCore(AsyncCacheBase):
         """The value, and what callers sharing this flight count in stats()."""
         keys = cache_keys(self.namespace, key)
         epoch = self._fill_epoch()
-        waker = get_cache_waker(self._client)
-        event = waker.watch(keys.value) if waker.ready else None
+        waker = self._waker()
+        watch = waker.watch(keys.value) if waker.ready else None
         deadline = _concurrency.monotonic() + self.wait_timeout
         waited = False
         try:
             while True:
                 token = secrets.token_hex(16)
-                if event is not None:
-                    event.clear()  # before the fetch: a wake-up during it stays set
+                if watch is not None:
+                    watch.reset()  # before the fetch: a wake-up during it stays set
                 # Queued only while the channel is listened to (the listener may have
                 # stopped, idle, since the last look).
-                queued = event is not None and waker.ready
+                queued = watch is not None and waker.ready
                 reply = await self._fetch(keys, token, waker.id if queued else "", False)
                 status = int(reply[0])
                 if status == MISS_LOAD:
@@ -150,24 +178,49 @@ class AsyncCacheCore(AsyncCacheBase):
                 if remaining <= 0:
                     raise self._wait_timeout(key)
                 lease_left = max(int(reply[1]), 0) / 1000 + LEASE_GRACE
-                event = await self._wait(waker, keys, event, min(lease_left, remaining))
+                watch = await self._wait(waker, keys, watch, min(lease_left, remaining))
+                found = self._landed(watch, reply, key, epoch)
+                if found is not None:
+                    return found
         finally:
-            if event is not None:
-                waker.unwatch(keys.value, event)
+            if watch is not None:
+                waker.unwatch(keys.value, watch)
+
+    def _landed(
+        self, watch: Watch | None, reply: Any, key: str, epoch: int | None
+    ) -> tuple[Any, str] | None:
+        """The value the wake-up carried, if it was written under the lease we waited on.
+
+        That write-back came after our fetch saw the lease (a delete voids the lease
+        first, so it cannot be an older value), so it is as good as reading it again.
+        """
+        landed = None if watch is None else watch.landed
+        if landed is None or len(reply) < 3 or not reply[2]:
+            return None
+        lease = reply[2].encode() if isinstance(reply[2], str) else bytes(reply[2])
+        if landed[0] != lease:
+            return None
+        value = self._decode(landed[2], key)
+        if value is CORRUPT:
+            return None  # read it again: _found knows how to replace it
+        kind = "l2_hits" if value is not None else "absent_hits"
+        self._counters.add(kind)
+        self._remember(key, value, landed[1] / 1000, epoch)
+        return value, kind
 
     async def _wait(
-        self, waker: AsyncCacheWaker, keys: CacheKeys, event: AsyncEvent | None, bound: float
-    ) -> AsyncEvent | None:
-        """Wait for a wake-up (at most `bound` s); returns the event to wait on next time."""
-        if event is not None and waker.ready:
-            await event.wait(bound)
-            return event
+        self, waker: AsyncCacheWaker, keys: CacheKeys, watch: Watch | None, bound: float
+    ) -> Watch | None:
+        """Wait for a wake-up (at most `bound` s); returns the watch to wait on next time."""
+        if watch is not None and waker.ready:
+            await watch.event.wait(bound)
+            return watch
         # Not listening (yet, or any more): subscribe, then look again queued (a value
         # landing before the subscription would otherwise wake nobody here).
         if await waker.start(min(bound, 1.0)):
-            return event if event is not None else waker.watch(keys.value)
+            return watch if watch is not None else waker.watch(keys.value)
         await async_sleep(bound)  # pub/sub unavailable: the lease's end still bounds this
-        return event
+        return watch
 
     async def _found(
         self,
@@ -298,6 +351,7 @@ class AsyncCacheCore(AsyncCacheBase):
                 CACHE_WAKE_PREFIX,
                 channel,
                 message,
+                WAKE_PAYLOAD_LIMIT,
             ),
         )
         if int(written):
@@ -329,10 +383,11 @@ class AsyncCacheCore(AsyncCacheBase):
                 return
             self._refreshing.add(key)
         self._counters.add("refreshes")
-        async_spawn(
-            functools.partial(self._refresh, keys, key, loader, ttl, token),
-            f"seawall-cache-refresh {key!r}",
-        )
+        # Started by the flight's leader once its callers have their (stale) value: in
+        # the sync world starting a thread waits for it to run, which they need not.
+        refresh = functools.partial(self._refresh, keys, key, loader, ttl, token)
+        with self._mutex:
+            self._deferred[(async_scope(), key)] = refresh
 
     async def _refresh(
         self,

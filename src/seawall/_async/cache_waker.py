@@ -3,7 +3,9 @@
 A caller that finds a key being loaded elsewhere puts its process's id in the key's set of
 waiters (inside the same fetch script, no extra round trip). The script that stores the
 value, or gives the lease back, publishes the key to each waiting process's own channel;
-this listener wakes the local callers waiting for that key, which read the value at once.
+this listener wakes the local callers waiting for that key. A write-back sends the value
+along with the token of the lease it was written under (`Watch.landed`): a waiter that saw
+that very lease takes it without reading Redis again; otherwise it reads the value at once.
 
 Pub/sub loses messages while its connection is down and a loader may die, so every wait is
 also bounded by the lease's remaining time: a caller that hears nothing looks again when the
@@ -18,7 +20,7 @@ import uuid
 import weakref
 from typing import Any
 
-from seawall import _concurrency, _scripts
+from seawall import _concurrency
 from seawall._async.waker import open_pubsub
 from seawall._cache_codec import CACHE_WAKE_PREFIX
 from seawall._concurrency import AsyncEvent, AsyncWorker, ScopedRegistry, async_scope, async_sleep
@@ -30,12 +32,39 @@ POLL = 1.0
 RECONNECT_BACKOFF = 0.05
 
 
+class Watch:
+    """One caller's interest in a key: `event` is set on a wake-up, `landed` holds what
+    a write-back sent: (lease token, fresh ms, payload), or None."""
+
+    __slots__ = ("event", "landed")
+
+    def __init__(self) -> None:
+        self.event = AsyncEvent()
+        self.landed: tuple[bytes, int, bytes] | None = None
+
+    def reset(self) -> None:
+        self.landed = None
+        self.event.clear()
+
+
+def parse_wake(data: Any) -> tuple[str, tuple[bytes, int, bytes] | None]:
+    """(value hash's name, what a write-back sent or None) from a wake-up message."""
+    raw = data.encode() if isinstance(data, str) else bytes(data)
+    colon = raw.index(b":")
+    end = colon + 1 + int(raw[:colon])
+    key = raw[colon + 1 : end].decode()
+    if end == len(raw):
+        return key, None
+    token, fresh, payload = raw[end:].split(b":", 2)
+    return key, (token, int(fresh), payload)
+
+
 class AsyncCacheWaker:
     def __init__(self, client: AsyncClient) -> None:
         # Weak: the registry is keyed by the client; a strong reference would keep it alive.
         self._client = weakref.ref(client)
         self._mutex = threading.Lock()
-        self._watchers: dict[str, set[AsyncEvent]] = {}
+        self._watchers: dict[str, set[Watch]] = {}
         self.id = uuid.uuid4().hex
         self._channel = CACHE_WAKE_PREFIX + self.id
         self._ready = AsyncEvent()
@@ -54,31 +83,38 @@ class AsyncCacheWaker:
                 self._worker = AsyncWorker(self._run, "seawall-cache-waker")
         return await self._ready.wait(timeout)
 
-    def watch(self, key: str) -> AsyncEvent:
-        """An event set when a value for `key` (a value hash's name) lands or is voided."""
-        event = AsyncEvent()
+    def watch(self, key: str) -> Watch:
+        """Woken when a value for `key` (a value hash's name) lands or is voided."""
+        watch = Watch()
         with self._mutex:
-            self._watchers.setdefault(key, set()).add(event)
-        return event
+            self._watchers.setdefault(key, set()).add(watch)
+        return watch
 
-    def unwatch(self, key: str, event: AsyncEvent) -> None:
+    def unwatch(self, key: str, watch: Watch) -> None:
         with self._mutex:
             found = self._watchers.get(key)
             if found is not None:
-                found.discard(event)
+                found.discard(watch)
                 if not found:
                     del self._watchers[key]
 
-    def _wake(self, key: str) -> None:
+    def _wake(self, data: Any) -> None:
+        try:
+            key, landed = parse_wake(data)
+        except (ValueError, UnicodeDecodeError):
+            _concurrency.log.debug("seawall: cache waker ignored a malformed wake-up")
+            return
         with self._mutex:
-            for event in self._watchers.get(key, ()):
-                event.set()
+            for watch in self._watchers.get(key, ()):
+                watch.landed = landed
+                watch.event.set()
 
     def _wake_all(self) -> None:
         with self._mutex:
-            for events in self._watchers.values():
-                for event in events:
-                    event.set()
+            for watches in self._watchers.values():
+                for watch in watches:
+                    watch.landed = None
+                    watch.event.set()
 
     def _detach_if_idle(self, quiet_since: float) -> bool:
         if _concurrency.monotonic() - quiet_since <= IDLE_EXIT:
@@ -131,7 +167,7 @@ class AsyncCacheWaker:
                         if acks > 1:
                             self._wake_all()
                     elif message["type"] == "message":
-                        self._wake(_scripts.reply_text(message["data"]))
+                        self._wake(message["data"])
                 with self._mutex:
                     busy = bool(self._watchers)
                 if busy:

@@ -25,7 +25,7 @@ from seawall._sync.cache_base import (
     CacheBase,
     ms,
 )
-from seawall._sync.cache_waker import CacheWaker, get_cache_waker
+from seawall._sync.cache_waker import CacheWaker, Watch, get_cache_waker
 from seawall._cache_codec import ABSENT_PAYLOAD, CACHE_WAKE_PREFIX, CacheKeys, cache_keys, encode
 from seawall._concurrency import (
     Event,
@@ -44,6 +44,10 @@ FRESH, STALE_REFRESH, STALE, MISS_LOAD, MISS_WAIT = 1, 2, 3, 4, 5
 # Extra time a waiter gives a lease beyond its remaining ttl before it looks again.
 LEASE_GRACE = 0.01
 
+# A write-back sends values up to this size (bytes) with the wake-up, saving each waiting
+# process a read; larger ones are read again, so a big value is not copied per waiter.
+WAKE_PAYLOAD_LIMIT = 64 * 1024
+
 
 class _Flight:
     """One load in this process that concurrent callers of the same key share."""
@@ -51,7 +55,9 @@ class _Flight:
     __slots__ = ("done", "error", "kind", "value")
 
     def __init__(self) -> None:
-        self.done = Event()
+        # Made by the first caller who waits (under the cache's mutex): a hit nobody
+        # shares, the usual case, pays for no event.
+        self.done: Event | None = None
         self.value: Any = None
         self.error: BaseException | None = None
         # What the callers who shared it count in stats(): a value from Redis, a stale
@@ -66,6 +72,9 @@ class CacheCore(CacheBase):
         super().__init__(*args, **kwargs)
         self._flights: dict[tuple[object, str], _Flight] = {}
         self._refreshing: set[str] = set()
+        self._cached_waker: tuple[object, CacheWaker] | None = None
+        # Refreshes a flight's leader starts after answering (see _refresh_soon).
+        self._deferred: dict[tuple[object, str], Callable[[], Any]] = {}
 
     # --- one flight per key in this process ----------------------------------------------
 
@@ -78,6 +87,11 @@ class CacheCore(CacheBase):
                 leader = flight is None
                 if flight is None:
                     flight = self._flights[slot] = _Flight()
+                    done = None
+                else:
+                    done = flight.done
+                    if done is None:
+                        done = flight.done = Event()
             if leader:
                 try:
                     flight.value, flight.kind = self._resolve(key, loader, ttl)
@@ -87,9 +101,15 @@ class CacheCore(CacheBase):
                 finally:
                     with self._mutex:
                         del self._flights[slot]
-                    flight.done.set()
+                        done = flight.done
+                        refresh = self._deferred.pop(slot, None)
+                    if done is not None:
+                        done.set()
+                    if refresh is not None:
+                        spawn(refresh, f"seawall-cache-refresh {key!r}")
                 return flight.value
-            if not flight.done.wait(self.wait_timeout):
+            assert done is not None
+            if not done.wait(self.wait_timeout):
                 self._counters.add("waits")
                 raise self._wait_timeout(key)
             if flight.error is None:
@@ -109,6 +129,14 @@ class CacheCore(CacheBase):
 
     # --- Redis: read, or take the lease, or wait ------------------------------------------
 
+    def _waker(self) -> CacheWaker:
+        """This process's (or loop's) cache waker, remembered here: a hit asks for it."""
+        here = scope()
+        cached = self._cached_waker
+        if cached is None or cached[0] is not here:
+            cached = self._cached_waker = (here, get_cache_waker(self._client))
+        return cached[1]
+
     def _fetch(self, keys: CacheKeys, token: str, waiter: str, early: bool) -> Any:
         return self._redis(
             _FETCH, keys.all, (token, ms(self.lease), waiter, "1" if early else "")
@@ -120,18 +148,18 @@ class CacheCore(CacheBase):
         """The value, and what callers sharing this flight count in stats()."""
         keys = cache_keys(self.namespace, key)
         epoch = self._fill_epoch()
-        waker = get_cache_waker(self._client)
-        event = waker.watch(keys.value) if waker.ready else None
+        waker = self._waker()
+        watch = waker.watch(keys.value) if waker.ready else None
         deadline = _concurrency.monotonic() + self.wait_timeout
         waited = False
         try:
             while True:
                 token = secrets.token_hex(16)
-                if event is not None:
-                    event.clear()  # before the fetch: a wake-up during it stays set
+                if watch is not None:
+                    watch.reset()  # before the fetch: a wake-up during it stays set
                 # Queued only while the channel is listened to (the listener may have
                 # stopped, idle, since the last look).
-                queued = event is not None and waker.ready
+                queued = watch is not None and waker.ready
                 reply = self._fetch(keys, token, waker.id if queued else "", False)
                 status = int(reply[0])
                 if status == MISS_LOAD:
@@ -151,24 +179,49 @@ class CacheCore(CacheBase):
                 if remaining <= 0:
                     raise self._wait_timeout(key)
                 lease_left = max(int(reply[1]), 0) / 1000 + LEASE_GRACE
-                event = self._wait(waker, keys, event, min(lease_left, remaining))
+                watch = self._wait(waker, keys, watch, min(lease_left, remaining))
+                found = self._landed(watch, reply, key, epoch)
+                if found is not None:
+                    return found
         finally:
-            if event is not None:
-                waker.unwatch(keys.value, event)
+            if watch is not None:
+                waker.unwatch(keys.value, watch)
+
+    def _landed(
+        self, watch: Watch | None, reply: Any, key: str, epoch: int | None
+    ) -> tuple[Any, str] | None:
+        """The value the wake-up carried, if it was written under the lease we waited on.
+
+        That write-back came after our fetch saw the lease (a delete voids the lease
+        first, so it cannot be an older value), so it is as good as reading it again.
+        """
+        landed = None if watch is None else watch.landed
+        if landed is None or len(reply) < 3 or not reply[2]:
+            return None
+        lease = reply[2].encode() if isinstance(reply[2], str) else bytes(reply[2])
+        if landed[0] != lease:
+            return None
+        value = self._decode(landed[2], key)
+        if value is CORRUPT:
+            return None  # read it again: _found knows how to replace it
+        kind = "l2_hits" if value is not None else "absent_hits"
+        self._counters.add(kind)
+        self._remember(key, value, landed[1] / 1000, epoch)
+        return value, kind
 
     def _wait(
-        self, waker: CacheWaker, keys: CacheKeys, event: Event | None, bound: float
-    ) -> Event | None:
-        """Wait for a wake-up (at most `bound` s); returns the event to wait on next time."""
-        if event is not None and waker.ready:
-            event.wait(bound)
-            return event
+        self, waker: CacheWaker, keys: CacheKeys, watch: Watch | None, bound: float
+    ) -> Watch | None:
+        """Wait for a wake-up (at most `bound` s); returns the watch to wait on next time."""
+        if watch is not None and waker.ready:
+            watch.event.wait(bound)
+            return watch
         # Not listening (yet, or any more): subscribe, then look again queued (a value
         # landing before the subscription would otherwise wake nobody here).
         if waker.start(min(bound, 1.0)):
-            return event if event is not None else waker.watch(keys.value)
+            return watch if watch is not None else waker.watch(keys.value)
         sleep(bound)  # pub/sub unavailable: the lease's end still bounds this
-        return event
+        return watch
 
     def _found(
         self,
@@ -299,6 +352,7 @@ class CacheCore(CacheBase):
                 CACHE_WAKE_PREFIX,
                 channel,
                 message,
+                WAKE_PAYLOAD_LIMIT,
             ),
         )
         if int(written):
@@ -330,10 +384,11 @@ class CacheCore(CacheBase):
                 return
             self._refreshing.add(key)
         self._counters.add("refreshes")
-        spawn(
-            functools.partial(self._refresh, keys, key, loader, ttl, token),
-            f"seawall-cache-refresh {key!r}",
-        )
+        # Started by the flight's leader once its callers have their (stale) value: in
+        # the sync world starting a thread waits for it to run, which they need not.
+        refresh = functools.partial(self._refresh, keys, key, loader, ttl, token)
+        with self._mutex:
+            self._deferred[(scope(), key)] = refresh
 
     def _refresh(
         self,

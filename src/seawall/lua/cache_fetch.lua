@@ -10,7 +10,10 @@
 --         {2, payload, fresh ms, load ms}  stale value; the caller took the lease to refresh
 --         {3, payload, fresh ms, load ms}  stale value; someone else refreshes it
 --         {4}                              miss; the caller took the lease to load
---         {5, lease pttl}                  miss; someone else loads (caller queued by ARGV[3])
+--         {5, lease pttl, lease token}     miss; someone else loads (caller queued by ARGV[3])
+--
+-- The token in {5} lets a queued waiter trust a value carried by its wake-up: only the
+-- write-back under that very lease sends it, and a delete voids the lease first.
 --
 -- An entry is stale once its remaining ttl is within its stale window, so the logical
 -- expiry needs no clock of the client's and stays right when the entry's ttl changes.
@@ -42,4 +45,4 @@ if ARGV[3] ~= '' and ARGV[2] ~= '0' then
   redis.call('sadd', KEYS[3], ARGV[3])
   redis.call('pexpire', KEYS[3], ARGV[2])
 end
-return {5, redis.call('pttl', KEYS[2])}
+return {5, redis.call('pttl', KEYS[2]), redis.call('get', KEYS[2]) or ''}

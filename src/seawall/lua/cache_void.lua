@@ -7,7 +7,8 @@
 -- ARGV[4] invalidation message (drop this key from every process's memory)
 -- returns 1 done, 0 the lease was not the caller's any more (nothing touched)
 --
--- Waiters are woken either way: one of them takes a new lease and loads.
+-- Waiters are woken either way (the message carries no value: they read again); one of
+-- them takes a new lease and loads.
 if ARGV[1] == '' then
   redis.call('del', KEYS[1], KEYS[2])
   if ARGV[3] ~= '' then
@@ -19,8 +20,9 @@ else
   return 0
 end
 local waiting = redis.call('smembers', KEYS[3])
+local wake = string.format('%d:%s', #KEYS[1], KEYS[1])
 for _, id in ipairs(waiting) do
-  redis.call('publish', ARGV[2] .. id, KEYS[1])
+  redis.call('publish', ARGV[2] .. id, wake)
 end
 if #waiting > 0 then
   redis.call('del', KEYS[3])
