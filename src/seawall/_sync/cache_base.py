@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from redis.exceptions import RedisClusterException, RedisError, ResponseError
@@ -214,9 +214,28 @@ class CacheBase:
         self, script: _scripts.LuaScript, keys: Sequence[str], args: Sequence[Any]
     ) -> Any:
         """Run a script; with a breaker, only while it allows, each call bounded in time."""
-        breaker = self.breaker
-        if breaker is None:
+        if self.breaker is None:
             return self._command(script, keys, args)
+        return self._guarded(keys, lambda: run_script(self._client, script, keys, args))
+
+    def _read(self, keys: Sequence[str]) -> Any:
+        """One MGET of `keys` (one hash tag: one node, one slot): a fresh hit's plain read,
+        held to the same slots and breaker as the scripts."""
+        if self.breaker is None:
+            slots = self._slots()
+            if slots is None:
+                return self._client.mget(keys)
+            self._take(slots, keys)
+            try:
+                return self._client.mget(keys)
+            finally:
+                slots.release()
+        return self._guarded(keys, lambda: self._client.mget(keys))
+
+    def _guarded(self, keys: Sequence[str], call: Callable[[], Any]) -> Any:
+        """`call()` under the breaker: only while it allows, bounded in time, counted."""
+        breaker = self.breaker
+        assert breaker is not None
         slots = self._slots()
         # Taken before the breaker is asked and the time limit starts: a wait for a free
         # connection is congestion here, not a sign that Redis is down.
@@ -227,7 +246,7 @@ class CacheBase:
                 raise RedisUnavailable(f"circuit open for cache {self.namespace!r}")
             try:
                 with time_limit(breaker.call_timeout):
-                    reply = run_script(self._client, script, keys, args)
+                    reply = call()
             except ResponseError:
                 breaker.success()  # an error reply: Redis itself is alive
                 raise

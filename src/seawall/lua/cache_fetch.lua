@@ -1,7 +1,9 @@
 -- Read a cache entry, or take the lease to (re)load it: one round trip on every miss.
--- KEYS[1] value hash: v payload, s stale window (ms), d duration of the last load (ms)
+-- KEYS[1] value: the payload ("" = absent), expiring at the end of the stale window
 -- KEYS[2] load lease: the token of the caller elected to load
 -- KEYS[3] waiting processes (set of ids) to wake when a value lands
+-- KEYS[4] fresh marker: duration of the last load (ms), expiring when the value turns stale
+-- KEYS[5] hit marker (not read here: a fresh hit reads it with the value, without a script)
 -- ARGV[1] token for a lease this call takes
 -- ARGV[2] lease ms (0: only read, never take a lease)
 -- ARGV[3] id of the calling process's wake-up channel ("" = do not queue it)
@@ -15,28 +17,30 @@
 -- The token in {5} lets a queued waiter trust a value carried by its wake-up: only the
 -- write-back under that very lease sends it, and a delete voids the lease first.
 --
--- An entry is stale once its remaining ttl is within its stale window, so the logical
--- expiry needs no clock of the client's and stays right when the entry's ttl changes.
+-- The value is fresh while its fresh marker lives: the logical expiry is a key's ttl on
+-- the server, so no client's clock takes part.
 local function take()
   if ARGV[2] == '0' then
     return false
   end
   return redis.call('set', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2])
 end
-local entry = redis.call('hmget', KEYS[1], 'v', 's', 'd')
-if entry[1] then
-  local pttl = redis.call('pttl', KEYS[1])
-  local fresh = pttl - tonumber(entry[2] or '0')
-  if pttl < 0 then
-    fresh = 2147483647
+local payload = redis.call('get', KEYS[1])
+if payload then
+  local fresh = redis.call('pttl', KEYS[4])
+  local took = tonumber(redis.call('get', KEYS[4]) or '0') or 0
+  if fresh == -1 then
+    fresh = 2147483647  -- a marker without expiry (written by hand): fresh for good
+  elseif fresh < 0 then
+    fresh = 0
   end
   if fresh > 0 and ARGV[4] ~= '1' then
-    return {1, entry[1], fresh, tonumber(entry[3] or '0')}
+    return {1, payload, fresh, took}
   end
   if take() then
-    return {2, entry[1], fresh, tonumber(entry[3] or '0')}
+    return {2, payload, fresh, took}
   end
-  return {3, entry[1], fresh, tonumber(entry[3] or '0')}
+  return {3, payload, fresh, took}
 end
 if take() then
   return {4}
