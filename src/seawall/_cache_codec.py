@@ -133,12 +133,11 @@ def cache_key(key: Any, namespace: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class CacheKeys:
-    value: str  # string: the payload; lives for the fresh time plus the stale window
+    value: str  # "<stale window ms>:<last load ms>:<payload>"; lives fresh time + stale window
     lease: str  # token of the process elected to load; gone when nobody loads
     waiters: str  # ids of processes waiting for the value
-    fresh: str  # duration of the last load (ms); lives exactly as long as the value is fresh
     hit: str  # lead (ms); lives until `lead` before the value turns stale (see cache_store)
-    all: tuple[str, str, str, str, str]  # the keys the scripts take, in their order
+    all: tuple[str, str, str, str]  # the keys the scripts take, in their order
     read: tuple[str, str]  # what a fresh hit reads with one MGET: value, hit marker
 
 
@@ -147,13 +146,12 @@ def cache_keys(namespace: str, key: str) -> CacheKeys:
     """Keys of one cache entry; they share one hash tag, so the scripts run on Cluster."""
     base = tagged("cache", f"{namespace}:{key}")
     value, lease, waiters = f"{base}:value", f"{base}:lease", f"{base}:waiters"
-    fresh, hit = f"{base}:fresh", f"{base}:hit"
+    hit = f"{base}:hit"
     return CacheKeys(
         value=value,
         lease=lease,
         waiters=waiters,
-        fresh=fresh,
         hit=hit,
-        all=(value, lease, waiters, fresh, hit),
+        all=(value, lease, waiters, hit),
         read=(value, hit),
     )

@@ -144,9 +144,15 @@ class CacheCore(CacheBase):
         """
         keys = cache_keys(self.namespace, key)
         epoch = self._fill_epoch()
-        payload, lead = self._read(keys.read)
-        if payload is None or lead is None:
+        stored, lead = self._read(keys.read)
+        if stored is None or lead is None:
             return MISSING
+        if isinstance(stored, str):  # a client with decode_responses=True
+            stored = stored.encode()
+        header = stored.split(b":", 2)  # stale window, last load time, payload
+        if len(header) != 3:
+            return MISSING  # not written by seawall: the load path decides
+        payload = header[2]
         if epoch is not None and int(lead) < self._l1_ms:
             # Our L1 would keep it longer than the writer's lead vouches for: the script
             # tells the exact time left, and the L1 then saves the following reads.

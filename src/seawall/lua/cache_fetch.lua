@@ -1,9 +1,9 @@
 -- Read a cache entry, or take the lease to (re)load it: one round trip on every miss.
--- KEYS[1] value: the payload ("" = absent), expiring at the end of the stale window
+-- KEYS[1] value: "<stale window ms>:<last load ms>:<payload>" (payload "" = absent),
+--         expiring at the end of the stale window
 -- KEYS[2] load lease: the token of the caller elected to load
 -- KEYS[3] waiting processes (set of ids) to wake when a value lands
--- KEYS[4] fresh marker: duration of the last load (ms), expiring when the value turns stale
--- KEYS[5] hit marker (not read here: a fresh hit reads it with the value, without a script)
+-- KEYS[4] hit marker (not read here: a fresh hit reads it with the value, without a script)
 -- ARGV[1] token for a lease this call takes
 -- ARGV[2] lease ms (0: only read, never take a lease)
 -- ARGV[3] id of the calling process's wake-up channel ("" = do not queue it)
@@ -17,22 +17,23 @@
 -- The token in {5} lets a queued waiter trust a value carried by its wake-up: only the
 -- write-back under that very lease sends it, and a delete voids the lease first.
 --
--- The value is fresh while its fresh marker lives: the logical expiry is a key's ttl on
--- the server, so no client's clock takes part.
+-- An entry is stale once its remaining ttl is within its stale window, so the logical
+-- expiry needs no clock of the client's and stays right when the entry's ttl changes.
 local function take()
   if ARGV[2] == '0' then
     return false
   end
   return redis.call('set', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2])
 end
-local payload = redis.call('get', KEYS[1])
-if payload then
-  local fresh = redis.call('pttl', KEYS[4])
-  local took = tonumber(redis.call('get', KEYS[4]) or '0') or 0
-  if fresh == -1 then
-    fresh = 2147483647  -- a marker without expiry (written by hand): fresh for good
-  elseif fresh < 0 then
-    fresh = 0
+local stored = redis.call('get', KEYS[1])
+if stored then
+  local stale, took, at = string.match(stored, '^(%d+):(%d+):()')
+  local payload = string.sub(stored, at or 1)
+  took = tonumber(took or '0')
+  local pttl = redis.call('pttl', KEYS[1])
+  local fresh = pttl - tonumber(stale or '0')
+  if pttl < 0 then
+    fresh = 2147483647
   end
   if fresh > 0 and ARGV[4] ~= '1' then
     return {1, payload, fresh, took}

@@ -1,6 +1,6 @@
 -- Write a cache entry, only under a current load lease (or unconditionally), and wake waiters.
--- KEYS[1] value     KEYS[2] load lease     KEYS[3] waiting processes (set of ids)
--- KEYS[4] fresh marker     KEYS[5] hit marker
+-- KEYS[1] value: "<stale window ms>:<load ms>:<payload>"     KEYS[2] load lease
+-- KEYS[3] waiting processes (set of ids)     KEYS[4] hit marker
 -- ARGV[1] lease token of the loader ("" = an explicit set, which voids any lease)
 -- ARGV[2] payload ("" = the loader found nothing: an absent entry)
 -- ARGV[3] ttl of the entry (ms), fresh time plus stale window
@@ -27,15 +27,14 @@
 if ARGV[1] ~= '' and redis.call('get', KEYS[2]) ~= ARGV[1] then
   return 0
 end
-redis.call('del', KEYS[2], KEYS[4], KEYS[5])
 local fresh = tonumber(ARGV[3]) - tonumber(ARGV[4])
 local lead = tonumber(ARGV[10] or '0') or 0
-redis.call('set', KEYS[1], ARGV[2], 'PX', ARGV[3])
-if fresh > 0 then
-  redis.call('set', KEYS[4], ARGV[5], 'PX', fresh)
-end
+redis.call('set', KEYS[1], ARGV[4] .. ':' .. ARGV[5] .. ':' .. ARGV[2], 'PX', ARGV[3])
 if fresh > lead then
-  redis.call('set', KEYS[5], string.format('%d', lead), 'PX', fresh - lead)
+  redis.call('del', KEYS[2])
+  redis.call('set', KEYS[4], string.format('%d', lead), 'PX', fresh - lead)
+else
+  redis.call('del', KEYS[2], KEYS[4])
 end
 local waiting = redis.call('smembers', KEYS[3])
 local wake = string.format('%d:%s', #KEYS[1], KEYS[1])
