@@ -10,7 +10,6 @@ served at once while the lease holder refreshes it in the background.
 from __future__ import annotations
 
 import functools
-import math
 import secrets
 from collections.abc import Callable
 from typing import Any
@@ -35,7 +34,7 @@ from seawall._concurrency import (
     async_sleep,
     async_spawn,
 )
-from seawall._freshness import hit_lead, xfetch_due
+from seawall._freshness import xfetch_due
 from seawall._l1 import MISSING
 from seawall.errors import CacheWaitTimeout
 
@@ -76,8 +75,6 @@ class AsyncCacheCore(AsyncCacheBase):
         self._cached_waker: tuple[object, AsyncCacheWaker] | None = None
         # Refreshes a flight's leader starts after answering (see _refresh_soon).
         self._deferred: dict[tuple[object, str], Callable[[], Any]] = {}
-        # How long (ms) our L1 keeps an entry (0: off); a plain hit's lead must cover it.
-        self._l1_ms = math.ceil(self.l1.ttl * 1000) if self.l1.max_entries else 0
 
     # --- one flight per key in this process ----------------------------------------------
 
@@ -129,49 +126,6 @@ class AsyncCacheCore(AsyncCacheBase):
             "raise wait_timeout (and lease) for slow loaders",
             key=key,
         )
-
-    # --- Redis: a fresh hit is a plain read ----------------------------------------------
-
-    async def _hit(self, key: str) -> Any:
-        """The value if Redis holds it fresh (one MGET, no script), else MISSING.
-
-        Value and hit marker both present means the entry is fresh for at least the lead
-        the marker holds (see cache_store.lua): an L1 no longer-lived than that may keep
-        it, XFetch would not draw yet. Anything else (a miss, a stale or corrupt value,
-        the last `lead` of the fresh time) goes the load path, whose script elects
-        loaders and refreshers.
-        """
-        keys = cache_keys(self.namespace, key)
-        epoch = self._fill_epoch()
-        stored, lead = await self._read(keys.read)
-        if stored is None or lead is None:
-            return MISSING
-        if isinstance(stored, str):  # a client with decode_responses=True
-            stored = stored.encode()
-        header = stored.split(b":", 2)  # stale window, last load time, payload
-        if len(header) != 3:
-            return MISSING  # not written by seawall: the load path decides
-        payload = header[2]
-        if epoch is not None and int(lead) < self._l1_ms:
-            # Our L1 would keep it longer than the writer's lead vouches for: the script
-            # tells the exact time left, and the L1 then saves the following reads.
-            return MISSING
-        if payload == ABSENT_PAYLOAD:
-            self._counters.add("absent_hits")
-            value = None
-        else:
-            try:
-                value = self._serializer.loads(payload)
-            except Exception:
-                return MISSING  # the load path counts, logs and replaces it
-            self._counters.add("l2_hits")
-        if epoch is not None:
-            self.l1.put(key, value, None, epoch)
-        return value
-
-    def _lead(self, took: float) -> int:
-        """The lead (ms) a write gives its hit marker; see _freshness.hit_lead."""
-        return math.ceil(hit_lead(self._l1_ms / 1000, self.xfetch_beta, took) * 1000)
 
     # --- Redis: read, or take the lease, or wait ------------------------------------------
 

@@ -4,6 +4,7 @@ the Redis calls, counted by the optional circuit breaker."""
 
 from __future__ import annotations
 
+import math
 import threading
 import uuid
 from collections.abc import Callable, Sequence
@@ -17,11 +18,11 @@ from seawall import _invalidation_message as message_format
 from seawall._sync.invalidation import Invalidator, get_invalidator
 from seawall._sync.scripts import run_script
 from seawall._breaker import CircuitBreaker, RateLimiter
-from seawall._cache_codec import ABSENT_PAYLOAD, Serializer
+from seawall._cache_codec import ABSENT_PAYLOAD, Serializer, cache_keys
 from seawall._cache_stats import Counters
 from seawall._concurrency import Slots, ScopedRegistry, scope, time_limit
-from seawall._freshness import jittered
-from seawall._l1 import L1
+from seawall._freshness import hit_lead, jittered
+from seawall._l1 import L1, MISSING
 from seawall._validate import Client
 from seawall.errors import CacheWaitTimeout
 
@@ -98,6 +99,8 @@ class CacheBase:
         self._slots_cached: tuple[object, Slots | None] | None = None
         # Sender id of invalidations published when no listener runs here (L1 off).
         self._sender = uuid.uuid4().hex
+        # How long (ms) our L1 keeps an entry (0: off); a plain hit's lead must cover it.
+        self._l1_ms = math.ceil(l1.ttl * 1000) if l1.max_entries else 0
 
     # --- the L1 and the invalidation broadcast -------------------------------------------
 
@@ -140,6 +143,49 @@ class CacheBase:
         listener = self._listener()
         if listener is not None:
             listener.discard_local(self.namespace, key, skip=self.l1)
+
+    # --- Redis: a fresh hit is a plain read ----------------------------------------------
+
+    def _hit(self, key: str) -> Any:
+        """The value if Redis holds it fresh (one MGET, no script), else MISSING.
+
+        Value and hit marker both present means the entry is fresh for at least the lead
+        the marker holds (see cache_store.lua): an L1 no longer-lived than that may keep
+        it, XFetch would not draw yet. Anything else (a miss, a stale or corrupt value,
+        the last `lead` of the fresh time) goes the load path, whose script elects
+        loaders and refreshers.
+        """
+        keys = cache_keys(self.namespace, key)
+        epoch = self._fill_epoch()
+        stored, lead = self._read(keys.read)
+        if stored is None or lead is None:
+            return MISSING
+        if isinstance(stored, str):  # a client with decode_responses=True
+            stored = stored.encode()
+        header = stored.split(b":", 2)  # stale window, last load time, payload
+        if len(header) != 3:
+            return MISSING  # not written by seawall: the load path decides
+        payload = header[2]
+        if epoch is not None and int(lead) < self._l1_ms:
+            # Our L1 would keep it longer than the writer's lead vouches for: the script
+            # tells the exact time left, and the L1 then saves the following reads.
+            return MISSING
+        if payload == ABSENT_PAYLOAD:
+            self._counters.add("absent_hits")
+            value = None
+        else:
+            try:
+                value = self._serializer.loads(payload)
+            except Exception:
+                return MISSING  # the load path counts, logs and replaces it
+            self._counters.add("l2_hits")
+        if epoch is not None:
+            self.l1.put(key, value, None, epoch)
+        return value
+
+    def _lead(self, took: float) -> int:
+        """The lead (ms) a write gives its hit marker; see _freshness.hit_lead."""
+        return math.ceil(hit_lead(self._l1_ms / 1000, self.xfetch_beta, took) * 1000)
 
     # --- encoding ------------------------------------------------------------------------
 
