@@ -3,9 +3,10 @@
 L1 (in-process): seawall.Cache.get_or_load on keys its L1 holds, against what a user would
 otherwise write, a cachetools TTLCache behind its `cached` decorator with a lock (seawall's
 L1 is thread-safe too); a bare `TTLCache.get` is shown as well. L2 (Redis): seawall with its
-L1 off (l1_size=0), so every hit is one script call, against redis-py `GET` + json.loads of
-the same value on the same server; sync and asyncio. "its script alone" is the one
-EVALSHA a seawall L2 hit sends, made with bare redis-py: the floor for seawall's L2 row.
+L1 off (l1_size=0), so every hit is one plain MGET (the value and its hit marker, no
+script), against redis-py `GET` + json.loads of the same value on the same server; sync and
+asyncio. "its script alone" is the fetch script (EVALSHA) made with bare redis-py: what an
+L2 hit cost before it became a plain read, and what a miss or stale read still sends.
 One process, one caller, 100 warm keys read in turn, in batches; contenders take turns
 batch by batch, order reversed every turn; a figure is the median over passes, a ratio
 the median of same-pass ratios.
@@ -160,7 +161,8 @@ def contenders(url: str, runner: asyncio.Runner, name: str) -> dict[str, Callabl
     script_keys = {key: cache_keys(l2.namespace, key).all for key in keys}
 
     def bare_script(key: str) -> Any:
-        reply = client.evalsha(fetch.sha, 3, *script_keys[key], "t" * 32, 10_000, "", "")
+        names = script_keys[key]
+        reply = client.evalsha(fetch.sha, len(names), *names, "t" * 32, 10_000, "", "")
         return json.loads(reply[1])  # type: ignore[index]
 
     def plain(key: str) -> Any:

@@ -222,7 +222,7 @@ def test_warm_spreads_expiries(target: Target) -> None:
     assert cache.warm((i, i) for i in range(count)) == count
     pipe = r.pipeline(transaction=False)
     for i in range(count):
-        pipe.pexpiretime(f"seawall:cache:{{warm:{i}}}")
+        pipe.pexpiretime(f"seawall:cache:{{warm:{i}}}:value")
     expiries = pipe.execute()  # absolute (unix ms): writing 100,000 keys takes seconds
     assert min(expiries) > 0  # every key written, with an expiry
     per_second = collections.Counter(e // 1000 for e in expiries)
@@ -244,7 +244,7 @@ def test_warm_without_jitter_would_expire_together(standalone: Target) -> None:
     r = standalone.sync()
     cache = seawall.Cache(r, "flat", ttl=60, stale_ttl=0, jitter=0, l1_size=0)
     cache.warm({i: i for i in range(1000)})
-    expiries = [r.pexpiretime(f"seawall:cache:{{flat:{i}}}") for i in range(0, 1000, 50)]
+    expiries = [r.pexpiretime(f"seawall:cache:{{flat:{i}}}:value") for i in range(0, 1000, 50)]
     assert max(expiries) - min(expiries) < 1000
 
 
@@ -358,7 +358,7 @@ def test_corrupted_value_is_a_logged_miss(target: Target, caplog: pytest.LogCapt
     r = target.sync()
     cache = seawall.Cache(r, "c", l1_size=0)
     cache.set("k", "good")
-    r.hset("seawall:cache:{c:k}", "v", b"\xff{not json")
+    r.set("seawall:cache:{c:k}:value", b"\xff{not json", keepttl=True)
     caplog.set_level(logging.WARNING, logger="seawall")
     assert cache.get("k", "default") == "default"
     assert cache.get_or_load("k", lambda: "reloaded") == "reloaded"
@@ -421,7 +421,7 @@ def test_bad_input_and_corrupted_value_asyncio(
 
             corrupted = seawall.aio.Cache(r, "c-aio", l1_size=0)
             await corrupted.set("k", "good")
-            await r.hset("seawall:cache:{c-aio:k}", "v", b"\xff{not json")
+            await r.set("seawall:cache:{c-aio:k}:value", b"\xff{not json", keepttl=True)
             assert await corrupted.get("k", "default") == "default"
             assert await corrupted.get_or_load("k", reloaded) == "reloaded"
             assert await corrupted.get("k") == "reloaded"

@@ -71,7 +71,7 @@ def test_cache_set_reaches_l1_of_other_processes(target: Target) -> None:
             # (A fill that overlapped any discard was skipped during the writes: load again.)
             assert ask(here, ("prime", sample)) == ("primed", 50, ["v1"] * 50), world
         for key in sample:
-            r.hset(f"seawall:cache:{{{name}:{key}}}", "v", b'"v2"')
+            r.set(f"seawall:cache:{{{name}:{key}}}:value", b'"v2"', keepttl=True)
         for world, here in pipes.items():
             values, _ = ask(here, ("peek", sample))
             assert values == ["v1"] * 50, world

@@ -133,17 +133,25 @@ def cache_key(key: Any, namespace: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class CacheKeys:
-    value: str  # hash: payload, stale window, duration of the last load
+    value: str  # "<stale window ms>:<last load ms>:<payload>"; lives fresh time + stale window
     lease: str  # token of the process elected to load; gone when nobody loads
     waiters: str  # ids of processes waiting for the value
-
-    @property
-    def all(self) -> tuple[str, str, str]:
-        return (self.value, self.lease, self.waiters)
+    hit: str  # lead (ms); lives until `lead` before the value turns stale (see cache_store)
+    all: tuple[str, str, str, str]  # the keys the scripts take, in their order
+    read: tuple[str, str]  # what a fresh hit reads with one MGET: value, hit marker
 
 
 @functools.lru_cache(maxsize=4096)  # hot keys are asked for again and again
 def cache_keys(namespace: str, key: str) -> CacheKeys:
     """Keys of one cache entry; they share one hash tag, so the scripts run on Cluster."""
     base = tagged("cache", f"{namespace}:{key}")
-    return CacheKeys(value=base, lease=f"{base}:lease", waiters=f"{base}:waiters")
+    value, lease, waiters = f"{base}:value", f"{base}:lease", f"{base}:waiters"
+    hit = f"{base}:hit"
+    return CacheKeys(
+        value=value,
+        lease=lease,
+        waiters=waiters,
+        hit=hit,
+        all=(value, lease, waiters, hit),
+        read=(value, hit),
+    )

@@ -301,6 +301,10 @@ class AsyncSlots:
         self._semaphore = asyncio.Semaphore(count)
 
     async def acquire(self, timeout: float) -> bool:
+        if not self._semaphore.locked():
+            # A free slot is taken at once: no timer to arm (the common case, per call).
+            await self._semaphore.acquire()
+            return True
         try:
             async with asyncio.timeout(timeout):
                 await self._semaphore.acquire()

@@ -36,3 +36,22 @@ def xfetch_due(
         return False
     u = 1.0 - rand()  # (0, 1]: random() may return 0, whose log is undefined
     return -delta * beta * math.log(u) >= remaining
+
+
+# XFetch's chance to refresh earlier than XFETCH_SPAN * delta * beta before the expiry is
+# e**-XFETCH_SPAN (about 1 in 3000): a fresh hit that early skips the draw.
+XFETCH_SPAN = 8.0
+
+
+def hit_lead(l1_ttl: float, beta: float | None, delta: float) -> float:
+    """Seconds before the logical expiry at which a fresh hit stops being a plain read.
+
+    Until then a reader knows, without any clock, that the value stays fresh at least
+    this long: it may keep it in its L1 (`l1_ttl`, 0 when off) and XFetch would not yet
+    refresh it (`beta`, None when off; `delta`: how long the load took). In the last
+    `lead` seconds, reads go through the fetch script, which knows the exact time left.
+    """
+    lead = max(l1_ttl, 0.0)
+    if beta is not None and beta > 0 and delta > 0:
+        lead = max(lead, XFETCH_SPAN * beta * delta)
+    return lead

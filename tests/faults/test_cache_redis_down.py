@@ -55,7 +55,7 @@ def client_options() -> dict[str, Any]:
     }
 
 
-def make_cache(client: Any, name: str, kind: Any = seawall.Cache) -> Any:
+def make_cache(client: Any, name: str, kind: Any = seawall.Cache, **options: Any) -> Any:
     return kind(
         client,
         name,
@@ -64,6 +64,7 @@ def make_cache(client: Any, name: str, kind: Any = seawall.Cache) -> Any:
             failure_threshold=3, open_for=OPEN_FOR, call_timeout=CALL_TIMEOUT
         ),
         loader_limit=seawall.RateLimiter(rate_per_s=LOADER_RATE, burst=LOADER_BURST),
+        **options,
     )
 
 
@@ -374,7 +375,9 @@ def test_sync_cluster_client_errors_count_as_redis_down(seawall_cluster_factory:
     a RedisError: the cache must degrade on it too, not pass it to the caller."""
     group = seawall_cluster_factory(masters=1, replicas_per_master=0)
     client = redis.cluster.RedisCluster.from_url(group.url, **client_options())
-    cache = make_cache(client, "cluster-gone")
+    # L1 entries live 0.5 s here: the copy read below is past that, so it can only come
+    # from the degraded path (a recent stale copy), not from an ordinary L1 hit.
+    cache = make_cache(client, "cluster-gone", l1_ttl=0.5)
     try:
         listener = cache._listener()
         assert listener is not None and listener.wait_listening(10)
@@ -390,6 +393,7 @@ def test_sync_cluster_client_errors_count_as_redis_down(seawall_cluster_factory:
         # The situation under test: the client's own error is not a RedisError.
         assert "RedisClusterException" in raised, raised
         assert cache.get_or_load("new", lambda: "from-db") == "from-db"  # loader, limited
+        time.sleep(0.6)
         assert cache.get_or_load("held", lambda: "unused") == "copy"  # the L1 copy
         assert cache.stats().stale_served >= 1
     finally:

@@ -15,7 +15,7 @@ from seawall._cache_codec import (
     encode,
     make_serializer,
 )
-from seawall._freshness import jittered, xfetch_due
+from seawall._freshness import XFETCH_SPAN, hit_lead, jittered, xfetch_due
 from seawall._keys import hash_tag
 from seawall._l1 import L1, MISSING
 from seawall.errors import CacheSerializationError
@@ -41,6 +41,20 @@ def test_xfetch_probability_follows_beta_and_remaining() -> None:
     assert xfetch_due(0.0, 1.0, 1.0, rand) is True  # expired: always
     assert xfetch_due(5.0, 0.0, 1.0, rand) is False  # no load time known: never early
     assert xfetch_due(1.0, 1.0, 1.0, lambda: 0.0) is False  # u = 1: ln 1 = 0, finite
+
+
+def test_hit_lead_covers_the_l1_and_all_but_a_sliver_of_xfetch() -> None:
+    assert hit_lead(0.0, None, 3.0) == 0.0  # no L1, no XFetch: plain hits until stale
+    assert hit_lead(5.0, None, 3.0) == 5.0
+    assert hit_lead(0.0, 2.0, 0.0) == 0.0  # no load time known: XFetch never draws
+    assert hit_lead(1.0, 2.0, 0.5) == XFETCH_SPAN * 2.0 * 0.5
+    assert hit_lead(100.0, 2.0, 0.5) == 100.0
+    # Before the lead XFetch would refresh with chance below 1 in 2,000: skipping it
+    # there changes nothing measurable.
+    rand = random.Random(3).random
+    lead = hit_lead(0.0, 1.0, 1.0)
+    assert sum(xfetch_due(lead, 1.0, 1.0, rand) for _ in range(20_000)) <= 10
+    assert math.exp(-XFETCH_SPAN) < 1 / 2000
 
 
 # --- acceptance 7 (pure half): jitter ----------------------------------------------------------

@@ -161,6 +161,9 @@ class AsyncCache(AsyncCacheCore):
         if found is not MISSING:
             self._counters.add("l1_hits" if found is not None else "absent_hits")
             return default if found is None else found
+        found = await self._hit(text)
+        if found is not MISSING:
+            return default if found is None else found
         epoch = self._fill_epoch()
         reply = await self._command(_FETCH, cache_keys(self.namespace, text).all, ("", 0, "", ""))
         if int(reply[0]) == 5:
@@ -240,12 +243,14 @@ class AsyncCache(AsyncCacheCore):
     async def _warm_batch(
         self, batch: list[tuple[str, Any, bytes, float, float]], epoch: int | None
     ) -> None:
+        lead = self._lead(0.0)
         if isinstance(self._client, redis.asyncio.cluster.RedisCluster):
             # redis-py refuses scripts in Cluster pipelines: one call per entry there.
             for text, value, payload, fresh, stale in batch:
                 args = ("", payload, ms(fresh + stale), ms(stale) if stale else 0, 0)
+                tail = (CACHE_WAKE_PREFIX, "", "", 0, lead)
                 keys = cache_keys(self.namespace, text).all
-                await run_script(self._client, _STORE, keys, (*args, CACHE_WAKE_PREFIX, "", ""))
+                await run_script(self._client, _STORE, keys, (*args, *tail))
                 self._remember(text, value, fresh, epoch)
             return
         pipe = self._client.pipeline(transaction=False)
@@ -263,6 +268,8 @@ class AsyncCache(AsyncCacheCore):
                 CACHE_WAKE_PREFIX,
                 "",
                 "",
+                0,
+                lead,
             )
         await pipe.execute()
         for text, value, _payload, fresh, _stale in batch:

@@ -3,9 +3,10 @@ the Redis calls, counted by the optional circuit breaker."""
 
 from __future__ import annotations
 
+import math
 import threading
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from redis.exceptions import RedisClusterException, RedisError, ResponseError
@@ -16,11 +17,11 @@ from seawall import _invalidation_message as message_format
 from seawall._async.invalidation import AsyncInvalidator, get_invalidator
 from seawall._async.scripts import run_script
 from seawall._breaker import CircuitBreaker, RateLimiter
-from seawall._cache_codec import ABSENT_PAYLOAD, Serializer
+from seawall._cache_codec import ABSENT_PAYLOAD, Serializer, cache_keys
 from seawall._cache_stats import Counters
 from seawall._concurrency import AsyncSlots, ScopedRegistry, async_scope, async_time_limit
-from seawall._freshness import jittered
-from seawall._l1 import L1
+from seawall._freshness import hit_lead, jittered
+from seawall._l1 import L1, MISSING
 from seawall._validate import AsyncClient
 from seawall.errors import CacheWaitTimeout
 
@@ -97,6 +98,8 @@ class AsyncCacheBase:
         self._slots_cached: tuple[object, AsyncSlots | None] | None = None
         # Sender id of invalidations published when no listener runs here (L1 off).
         self._sender = uuid.uuid4().hex
+        # How long (ms) our L1 keeps an entry (0: off); a plain hit's lead must cover it.
+        self._l1_ms = math.ceil(l1.ttl * 1000) if l1.max_entries else 0
 
     # --- the L1 and the invalidation broadcast -------------------------------------------
 
@@ -139,6 +142,49 @@ class AsyncCacheBase:
         listener = self._listener()
         if listener is not None:
             listener.discard_local(self.namespace, key, skip=self.l1)
+
+    # --- Redis: a fresh hit is a plain read ----------------------------------------------
+
+    async def _hit(self, key: str) -> Any:
+        """The value if Redis holds it fresh (one MGET, no script), else MISSING.
+
+        Value and hit marker both present means the entry is fresh for at least the lead
+        the marker holds (see cache_store.lua): an L1 no longer-lived than that may keep
+        it, XFetch would not draw yet. Anything else (a miss, a stale or corrupt value,
+        the last `lead` of the fresh time) goes the load path, whose script elects
+        loaders and refreshers.
+        """
+        keys = cache_keys(self.namespace, key)
+        epoch = self._fill_epoch()
+        stored, lead = await self._read(keys.read)
+        if stored is None or lead is None:
+            return MISSING
+        if isinstance(stored, str):  # a client with decode_responses=True
+            stored = stored.encode()
+        header = stored.split(b":", 2)  # stale window, last load time, payload
+        if len(header) != 3:
+            return MISSING  # not written by seawall: the load path decides
+        payload = header[2]
+        if epoch is not None and int(lead) < self._l1_ms:
+            # Our L1 would keep it longer than the writer's lead vouches for: the script
+            # tells the exact time left, and the L1 then saves the following reads.
+            return MISSING
+        if payload == ABSENT_PAYLOAD:
+            self._counters.add("absent_hits")
+            value = None
+        else:
+            try:
+                value = self._serializer.loads(payload)
+            except Exception:
+                return MISSING  # the load path counts, logs and replaces it
+            self._counters.add("l2_hits")
+        if epoch is not None:
+            self.l1.put(key, value, None, epoch)
+        return value
+
+    def _lead(self, took: float) -> int:
+        """The lead (ms) a write gives its hit marker; see _freshness.hit_lead."""
+        return math.ceil(hit_lead(self._l1_ms / 1000, self.xfetch_beta, took) * 1000)
 
     # --- encoding ------------------------------------------------------------------------
 
@@ -213,9 +259,28 @@ class AsyncCacheBase:
         self, script: _scripts.LuaScript, keys: Sequence[str], args: Sequence[Any]
     ) -> Any:
         """Run a script; with a breaker, only while it allows, each call bounded in time."""
-        breaker = self.breaker
-        if breaker is None:
+        if self.breaker is None:
             return await self._command(script, keys, args)
+        return await self._guarded(keys, lambda: run_script(self._client, script, keys, args))
+
+    async def _read(self, keys: Sequence[str]) -> Any:
+        """One MGET of `keys` (one hash tag: one node, one slot): a fresh hit's plain read,
+        held to the same slots and breaker as the scripts."""
+        if self.breaker is None:
+            slots = self._slots()
+            if slots is None:
+                return await self._client.mget(keys)
+            await self._take(slots, keys)
+            try:
+                return await self._client.mget(keys)
+            finally:
+                slots.release()
+        return await self._guarded(keys, lambda: self._client.mget(keys))
+
+    async def _guarded(self, keys: Sequence[str], call: Callable[[], Any]) -> Any:
+        """`call()` under the breaker: only while it allows, bounded in time, counted."""
+        breaker = self.breaker
+        assert breaker is not None
         slots = self._slots()
         # Taken before the breaker is asked and the time limit starts: a wait for a free
         # connection is congestion here, not a sign that Redis is down.
@@ -226,7 +291,7 @@ class AsyncCacheBase:
                 raise RedisUnavailable(f"circuit open for cache {self.namespace!r}")
             try:
                 async with async_time_limit(breaker.call_timeout):
-                    reply = await run_script(self._client, script, keys, args)
+                    reply = await call()
             except ResponseError:
                 breaker.success()  # an error reply: Redis itself is alive
                 raise

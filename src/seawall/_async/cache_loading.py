@@ -35,6 +35,7 @@ from seawall._concurrency import (
     async_spawn,
 )
 from seawall._freshness import xfetch_due
+from seawall._l1 import MISSING
 from seawall.errors import CacheWaitTimeout
 
 FRESH, STALE_REFRESH, STALE, MISS_LOAD, MISS_WAIT = 1, 2, 3, 4, 5
@@ -145,6 +146,9 @@ class AsyncCacheCore(AsyncCacheBase):
         self, key: str, loader: Callable[[], Any], ttl: float | None
     ) -> tuple[Any, str]:
         """The value, and what callers sharing this flight count in stats()."""
+        found = await self._hit(key)
+        if found is not MISSING:
+            return found, "l2_hits" if found is not None else "absent_hits"
         keys = cache_keys(self.namespace, key)
         epoch = self._fill_epoch()
         waker = self._waker()
@@ -352,6 +356,7 @@ class AsyncCacheCore(AsyncCacheBase):
                 channel,
                 message,
                 WAKE_PAYLOAD_LIMIT,
+                self._lead(took),
             ),
         )
         if int(written):

@@ -162,6 +162,9 @@ class Cache(CacheCore):
         if found is not MISSING:
             self._counters.add("l1_hits" if found is not None else "absent_hits")
             return default if found is None else found
+        found = self._hit(text)
+        if found is not MISSING:
+            return default if found is None else found
         epoch = self._fill_epoch()
         reply = self._command(_FETCH, cache_keys(self.namespace, text).all, ("", 0, "", ""))
         if int(reply[0]) == 5:
@@ -241,12 +244,14 @@ class Cache(CacheCore):
     def _warm_batch(
         self, batch: list[tuple[str, Any, bytes, float, float]], epoch: int | None
     ) -> None:
+        lead = self._lead(0.0)
         if isinstance(self._client, redis.cluster.RedisCluster):
             # redis-py refuses scripts in Cluster pipelines: one call per entry there.
             for text, value, payload, fresh, stale in batch:
                 args = ("", payload, ms(fresh + stale), ms(stale) if stale else 0, 0)
+                tail = (CACHE_WAKE_PREFIX, "", "", 0, lead)
                 keys = cache_keys(self.namespace, text).all
-                run_script(self._client, _STORE, keys, (*args, CACHE_WAKE_PREFIX, "", ""))
+                run_script(self._client, _STORE, keys, (*args, *tail))
                 self._remember(text, value, fresh, epoch)
             return
         pipe = self._client.pipeline(transaction=False)
@@ -264,6 +269,8 @@ class Cache(CacheCore):
                 CACHE_WAKE_PREFIX,
                 "",
                 "",
+                0,
+                lead,
             )
         pipe.execute()
         for text, value, _payload, fresh, _stale in batch:

@@ -36,6 +36,7 @@ from seawall._concurrency import (
     spawn,
 )
 from seawall._freshness import xfetch_due
+from seawall._l1 import MISSING
 from seawall.errors import CacheWaitTimeout
 
 FRESH, STALE_REFRESH, STALE, MISS_LOAD, MISS_WAIT = 1, 2, 3, 4, 5
@@ -146,6 +147,9 @@ class CacheCore(CacheBase):
         self, key: str, loader: Callable[[], Any], ttl: float | None
     ) -> tuple[Any, str]:
         """The value, and what callers sharing this flight count in stats()."""
+        found = self._hit(key)
+        if found is not MISSING:
+            return found, "l2_hits" if found is not None else "absent_hits"
         keys = cache_keys(self.namespace, key)
         epoch = self._fill_epoch()
         waker = self._waker()
@@ -353,6 +357,7 @@ class CacheCore(CacheBase):
                 channel,
                 message,
                 WAKE_PAYLOAD_LIMIT,
+                self._lead(took),
             ),
         )
         if int(written):

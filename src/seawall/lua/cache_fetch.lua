@@ -1,7 +1,9 @@
 -- Read a cache entry, or take the lease to (re)load it: one round trip on every miss.
--- KEYS[1] value hash: v payload, s stale window (ms), d duration of the last load (ms)
+-- KEYS[1] value: "<stale window ms>:<last load ms>:<payload>" (payload "" = absent),
+--         expiring at the end of the stale window
 -- KEYS[2] load lease: the token of the caller elected to load
 -- KEYS[3] waiting processes (set of ids) to wake when a value lands
+-- KEYS[4] hit marker (not read here: a fresh hit reads it with the value, without a script)
 -- ARGV[1] token for a lease this call takes
 -- ARGV[2] lease ms (0: only read, never take a lease)
 -- ARGV[3] id of the calling process's wake-up channel ("" = do not queue it)
@@ -23,20 +25,23 @@ local function take()
   end
   return redis.call('set', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2])
 end
-local entry = redis.call('hmget', KEYS[1], 'v', 's', 'd')
-if entry[1] then
+local stored = redis.call('get', KEYS[1])
+if stored then
+  local stale, took, at = string.match(stored, '^(%d+):(%d+):()')
+  local payload = string.sub(stored, at or 1)
+  took = tonumber(took or '0')
   local pttl = redis.call('pttl', KEYS[1])
-  local fresh = pttl - tonumber(entry[2] or '0')
+  local fresh = pttl - tonumber(stale or '0')
   if pttl < 0 then
     fresh = 2147483647
   end
   if fresh > 0 and ARGV[4] ~= '1' then
-    return {1, entry[1], fresh, tonumber(entry[3] or '0')}
+    return {1, payload, fresh, took}
   end
   if take() then
-    return {2, entry[1], fresh, tonumber(entry[3] or '0')}
+    return {2, payload, fresh, took}
   end
-  return {3, entry[1], fresh, tonumber(entry[3] or '0')}
+  return {3, payload, fresh, took}
 end
 if take() then
   return {4}

@@ -1,5 +1,6 @@
 -- Write a cache entry, only under a current load lease (or unconditionally), and wake waiters.
--- KEYS[1] value hash     KEYS[2] load lease     KEYS[3] waiting processes (set of ids)
+-- KEYS[1] value: "<stale window ms>:<load ms>:<payload>"     KEYS[2] load lease
+-- KEYS[3] waiting processes (set of ids)     KEYS[4] hit marker
 -- ARGV[1] lease token of the loader ("" = an explicit set, which voids any lease)
 -- ARGV[2] payload ("" = the loader found nothing: an absent entry)
 -- ARGV[3] ttl of the entry (ms), fresh time plus stale window
@@ -10,24 +11,34 @@
 --         missing or stale, which no process holds in memory)
 -- ARGV[8] invalidation message (drop this key from every process's memory)
 -- ARGV[9] largest payload (bytes) a wake-up carries; a larger one is read by the waiters
+-- ARGV[10] lead (ms): the hit marker expires this long before the value turns stale
 -- returns 1 written, 0 not written: the lease was voided (a delete or set came after the
 --         load started) or ran out and was taken by another loader
 --
 -- A delete removes the lease, so a loader that read the database before the delete can
 -- never write its older value back afterwards.
 --
+-- A fresh hit is one MGET of the value and the hit marker, no script: both present means
+-- fresh for at least the lead (the marker's value), the time a process may keep the value
+-- in memory. Every write and delete replaces or removes all of an entry's keys at once.
+--
 -- Wake-up message: "<#KEYS[1]>:<KEYS[1]>" and, for a write-back under a lease, then
 -- "<token>:<fresh ms>:<payload>", so a waiter that saw that lease needs no second read.
 if ARGV[1] ~= '' and redis.call('get', KEYS[2]) ~= ARGV[1] then
   return 0
 end
-redis.call('del', KEYS[1], KEYS[2])
-redis.call('hset', KEYS[1], 'v', ARGV[2], 's', ARGV[4], 'd', ARGV[5])
-redis.call('pexpire', KEYS[1], ARGV[3])
+local fresh = tonumber(ARGV[3]) - tonumber(ARGV[4])
+local lead = tonumber(ARGV[10] or '0') or 0
+redis.call('set', KEYS[1], ARGV[4] .. ':' .. ARGV[5] .. ':' .. ARGV[2], 'PX', ARGV[3])
+if fresh > lead then
+  redis.call('del', KEYS[2])
+  redis.call('set', KEYS[4], string.format('%d', lead), 'PX', fresh - lead)
+else
+  redis.call('del', KEYS[2], KEYS[4])
+end
 local waiting = redis.call('smembers', KEYS[3])
 local wake = string.format('%d:%s', #KEYS[1], KEYS[1])
 if ARGV[1] ~= '' and #ARGV[2] <= tonumber(ARGV[9] or '0') then
-  local fresh = tonumber(ARGV[3]) - tonumber(ARGV[4])
   wake = wake .. ARGV[1] .. ':' .. string.format('%d', fresh) .. ':' .. ARGV[2]
 end
 for _, id in ipairs(waiting) do

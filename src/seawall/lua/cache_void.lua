@@ -1,5 +1,6 @@
 -- Delete a cache entry (voiding any load in flight), or give a load lease back.
--- KEYS[1] value hash     KEYS[2] load lease     KEYS[3] waiting processes (set of ids)
+-- KEYS[1] value     KEYS[2] load lease     KEYS[3] waiting processes (set of ids)
+-- KEYS[4] hit marker
 -- ARGV[1] "" to delete the entry and void the lease; else the token of a lease to give
 --         back (its load failed), which is dropped only if still current
 -- ARGV[2] prefix of the waiters' wake-up channels
@@ -7,10 +8,13 @@
 -- ARGV[4] invalidation message (drop this key from every process's memory)
 -- returns 1 done, 0 the lease was not the caller's any more (nothing touched)
 --
+-- A delete removes the value and its hit marker with the lease in one step: a plain read
+-- (MGET of value and hit marker) never returns a value older than a completed delete.
+--
 -- Waiters are woken either way (the message carries no value: they read again); one of
 -- them takes a new lease and loads.
 if ARGV[1] == '' then
-  redis.call('del', KEYS[1], KEYS[2])
+  redis.call('del', KEYS[1], KEYS[2], KEYS[4])
   if ARGV[3] ~= '' then
     redis.call('publish', ARGV[3], ARGV[4])
   end

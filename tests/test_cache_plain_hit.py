@@ -1,0 +1,86 @@
+"""A fresh L2 hit is one plain MGET (value and hit marker), no script; all else keeps its
+script: the last `lead` of the fresh time, stale values, misses, deletes."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from conftest import Target
+
+import seawall
+import seawall.aio
+
+
+def calls(r: Any) -> dict[str, int]:
+    stats = r.info("commandstats")
+    names = ("mget", "evalsha", "eval")
+    return {name: int(stats.get(f"cmdstat_{name}", {}).get("calls", 0)) for name in names}
+
+
+def test_fresh_hits_send_no_script(standalone: Target, world: str) -> None:
+    r = standalone.sync()
+    cache = seawall.Cache(r, "plain", l1_size=0)
+    cache.set("k", {"n": 1})
+    cache.set("gone", None)  # an absent entry is a plain hit too
+    r.config_resetstat()
+    if world == "sync":
+        answers = [cache.get_or_load("k", _never) for _ in range(20)]
+        answers += [cache.get_or_load("gone", _never), cache.get("k")]
+        stats = cache.stats()
+    else:
+
+        async def main() -> tuple[list[Any], Any]:
+            client = standalone.aio()
+            try:
+                acache = seawall.aio.Cache(client, "plain", l1_size=0)
+                found = [await acache.get_or_load("k", _never) for _ in range(20)]
+                found += [await acache.get_or_load("gone", _never), await acache.get("k")]
+                return found, acache.stats()
+            finally:
+                await client.aclose()
+
+        answers, stats = asyncio.run(main())
+    assert answers == [{"n": 1}] * 20 + [None, {"n": 1}]
+    assert calls(r) == {"mget": 22, "evalsha": 0, "eval": 0}
+    assert (stats.l2_hits, stats.absent_hits, stats.loads) == (21, 1, 0)
+
+
+def test_last_lead_of_the_fresh_time_goes_through_the_script(target: Target) -> None:
+    # The L1 may keep a plain hit for the marker's lead (0.4 s here): the marker expires that
+    # long before the value turns stale, and the script answers in between.
+    r = target.sync()
+    cache = seawall.Cache(r, "lead", ttl=1.0, stale_ttl=30, jitter=0, l1_ttl=0.4)
+    cache.set("k", "v1")
+    hit = "seawall:cache:{lead:k}:hit"
+    assert r.get(hit) == b"400" and 0 < r.pttl(hit) <= 600
+    value = "seawall:cache:{lead:k}:value"
+    assert r.get(value) == b'30000:0:"v1"'  # stale window, load time, payload
+    assert 30_000 < r.pttl(value) <= 31_000
+    time.sleep(0.7)  # past the marker, still fresh
+    assert r.mget([value, hit]) == [b'30000:0:"v1"', None]
+    cache.l1.clear()
+    assert cache.get_or_load("k", _never) == "v1"  # fresh, from the script: no load
+    assert cache.stats().l2_hits == 1 and cache.stats().loads == 0
+    time.sleep(0.45)  # the L1 copy lived at most the 0.3 s of freshness left; now stale
+    assert cache.get_or_load("k", lambda: "v2") == "v1"  # served stale, refreshed behind
+    for _ in range(100):
+        if cache.get("k") == "v2":
+            break
+        time.sleep(0.02)
+    assert cache.get("k") == "v2" and cache.stats().refreshes == 1
+
+
+def test_delete_removes_every_key_of_an_entry(target: Target) -> None:
+    r = target.sync()
+    cache = seawall.Cache(r, "del", l1_size=0)
+    cache.set("k", "v")
+    assert len(target.keys()) == 2  # the value and its hit marker (no lease, no waiters)
+    cache.delete("k")
+    assert target.keys() == []
+    assert cache.get_or_load("k", lambda: "v2") == "v2"
+
+
+def _never() -> Any:
+    raise AssertionError("a fresh hit must not load")
