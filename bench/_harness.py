@@ -93,6 +93,47 @@ def median(values: Sequence[float]) -> float:
     return statistics.median(finite) if finite else math.nan
 
 
+def interleaved_rounds(
+    names: Sequence[str], run_round: Callable[[str], tuple[float, float]], passes: int
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Run each contender once per pass, forward on even passes and backward on odd ones,
+    so none always runs right after the same neighbour; print each pass.
+
+    `run_round(name)` returns (operations per second, CPU microseconds per operation).
+    Returns those two figures per contender, one entry per pass.
+    """
+    rounds: dict[str, list[float]] = {name: [] for name in names}
+    cpu: dict[str, list[float]] = {name: [] for name in names}
+    for index in range(passes):
+        for name in names if index % 2 == 0 else names[::-1]:
+            ops, cpu_us = run_round(name)
+            rounds[name].append(ops)
+            cpu[name].append(cpu_us)
+        print(
+            f"  pass {index + 1}/{passes}: "
+            + ", ".join(f"{name} {rounds[name][-1]:,.0f}" for name in names)
+        )
+    return rounds, cpu
+
+
+def round_figures(
+    samples: Sequence[float], baseline: Sequence[float], cpu_us: Sequence[float]
+) -> dict[str, float]:
+    """The usual row of a rounds benchmark: ops/s (median, min, max), us per op, CPU us
+    per op, and the ratio to the baseline. Each pass runs a contender and its baseline
+    close together, so the ratio is the median of the per-pass ratios: spared most of the
+    machine's drift."""
+    paired = zip(samples, baseline, strict=True)
+    return {
+        "ops": median(samples),
+        "ops_min": min(samples),
+        "ops_max": max(samples),
+        "us": 1e6 / median(samples),
+        "cpu_us": median(cpu_us),
+        "ratio": median([mine / theirs for mine, theirs in paired]),
+    }
+
+
 def median_table(tables: Sequence[Table]) -> Table:
     """The median of every (contender, metric) over several runs, in first-seen order."""
     merged: Table = {}

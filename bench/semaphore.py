@@ -33,9 +33,10 @@ from _harness import (
     counting_requests,
     format_goals,
     format_table,
+    interleaved_rounds,
     machine_note,
-    median,
     parse_args,
+    round_figures,
     server_commands,
     server_note,
     unique_name,
@@ -252,32 +253,19 @@ def main() -> None:
             )
             for contender in CONTENDERS:
                 bench.run(contender, WARMUP_CYCLES)
-            rounds: dict[str, list[float]] = {c.name: [] for c in CONTENDERS}
-            cpu: dict[str, list[float]] = {c.name: [] for c in CONTENDERS}
-            for index in range(passes):
-                order = CONTENDERS if index % 2 == 0 else CONTENDERS[::-1]
-                for contender in order:
-                    ops, cpu_us = bench.run(contender, None, seconds)
-                    rounds[contender.name].append(ops)
-                    cpu[contender.name].append(cpu_us)
-                print(
-                    f"  pass {index + 1}/{passes}: "
-                    + ", ".join(f"{c.name} {rounds[c.name][-1]:,.0f}" for c in CONTENDERS)
-                )
+            by_name = {c.name: c for c in CONTENDERS}
+            rounds, cpu = interleaved_rounds(
+                list(by_name), lambda name: bench.run(by_name[name], None, seconds), passes
+            )
             counts = {c.name: bench.count(c) for c in CONTENDERS}
         finally:
             bench.cleanup()
     table: Table = {}
     for contender in CONTENDERS:
-        samples = rounds[contender.name]
-        paired = zip(samples, rounds[contender.baseline], strict=True)
         table[contender.name] = {
-            "ops": median(samples),
-            "ops_min": min(samples),
-            "ops_max": max(samples),
-            "us": 1e6 / median(samples),
-            "cpu_us": median(cpu[contender.name]),
-            "ratio": median([mine / theirs for mine, theirs in paired]),
+            **round_figures(
+                rounds[contender.name], rounds[contender.baseline], cpu[contender.name]
+            ),
             "requests": counts[contender.name][0],
             "server_cmds": counts[contender.name][1],
         }
