@@ -88,6 +88,25 @@ def make_serializer(choice: Any) -> Serializer:
     )
 
 
+def check_serializer_fits_client(
+    serializer: Serializer, decode_responses: bool, namespace: str
+) -> None:
+    """Refuse a binary serializer on a client that decodes replies to str.
+
+    pickle and msgpack write bytes that are not UTF-8: a client with decode_responses=True
+    fails to decode every reply that carries such a value, so once one process writes a
+    key, every process reading it through such a client fails on it.
+    """
+    name = getattr(serializer, "name", None)
+    if decode_responses and name in ("pickle", "msgpack"):
+        raise ValueError(
+            f"cache {namespace!r}: the client was made with decode_responses=True, which "
+            f"cannot read the binary values the {name} serializer writes; give the cache a "
+            f"client made with decode_responses=False (the default), e.g. "
+            f"redis.Redis.from_url(url), or use serializer='json'"
+        )
+
+
 def encode(serializer: Serializer, value: Any, namespace: str, key: str) -> bytes:
     """The payload stored for `value`; CacheSerializationError (nothing written) if it fails."""
     if value is None:

@@ -7,7 +7,9 @@ from typing import Any, TypeAlias
 
 import redis
 import redis.asyncio
+import redis.asyncio.client
 import redis.asyncio.cluster
+import redis.client
 import redis.cluster
 
 Client: TypeAlias = "redis.Redis | redis.cluster.RedisCluster"
@@ -15,9 +17,33 @@ AsyncClient: TypeAlias = "redis.asyncio.Redis | redis.asyncio.cluster.RedisClust
 
 _SYNC = (redis.Redis, redis.cluster.RedisCluster)
 _ASYNC = (redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster)
+# Pipelines subclass the clients (all but the asyncio cluster one), so they pass the
+# isinstance checks above; every command they get is buffered until execute() and
+# answered with the pipeline itself, so nothing seawall does could work through one.
+_PIPELINES = (
+    redis.client.Pipeline,
+    redis.cluster.ClusterPipeline,
+    redis.asyncio.client.Pipeline,
+    redis.asyncio.cluster.ClusterPipeline,
+)
+
+
+def _refuse_pipeline(client: Any, what: str) -> None:
+    if isinstance(client, _PIPELINES):
+        raise TypeError(
+            f"seawall {what} got a redis-py {type(client).__qualname__}, not a client: a "
+            "pipeline only buffers commands until execute(), and seawall runs its own "
+            "commands and scripts; pass the client itself (r, not r.pipeline())"
+        )
+
+
+def decodes_responses(client: Client | AsyncClient) -> bool:
+    """Whether `client` was made with decode_responses=True (its replies are str)."""
+    return bool(client.get_encoder().decode_responses)
 
 
 def check_client(client: Any, what: str) -> Client:
+    _refuse_pipeline(client, what)
     if isinstance(client, _SYNC):
         return client
     if isinstance(client, _ASYNC):
@@ -33,6 +59,7 @@ def check_client(client: Any, what: str) -> Client:
 
 
 def check_async_client(client: Any, what: str) -> AsyncClient:
+    _refuse_pipeline(client, what)
     if isinstance(client, _ASYNC):
         return client
     if isinstance(client, _SYNC):

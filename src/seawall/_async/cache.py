@@ -14,12 +14,25 @@ from seawall._async.cache_base import _FETCH, _STORE, _VOID, CORRUPT, REDIS_DOWN
 from seawall._async.cache_loading import AsyncCacheCore
 from seawall._async.scripts import run_script
 from seawall._breaker import CircuitBreaker, RateLimiter
-from seawall._cache_codec import CACHE_WAKE_PREFIX, cache_key, cache_keys, encode, make_serializer
+from seawall._cache_codec import (
+    CACHE_WAKE_PREFIX,
+    cache_key,
+    cache_keys,
+    check_serializer_fits_client,
+    encode,
+    make_serializer,
+)
 from seawall._cache_stats import CacheStats
 from seawall._concurrency import async_call_loader
 from seawall._freshness import DEFAULT_JITTER
 from seawall._l1 import L1, MISSING
-from seawall._validate import check_async_client, check_name, check_seconds, check_timeout
+from seawall._validate import (
+    check_async_client,
+    check_name,
+    check_seconds,
+    check_timeout,
+    decodes_responses,
+)
 from seawall.errors import CacheUnavailable
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -86,6 +99,8 @@ class AsyncCache(AsyncCacheCore):
                 f"bloom of cache {name!r} must be a seawall.BloomFilter (or have might_contain() "
                 f"and add()), got {type(bloom).__qualname__}"
             )
+        codec = make_serializer(serializer)
+        check_serializer_fits_client(codec, decodes_responses(checked), name)
         super().__init__(
             checked,
             name,
@@ -96,7 +111,7 @@ class AsyncCache(AsyncCacheCore):
             lease=lease,
             wait_timeout=2 * lease if waits is None else waits,
             xfetch_beta=xfetch_beta,
-            serializer=make_serializer(serializer),
+            serializer=codec,
             l1=L1(l1_size, l1_lifetime),
             bloom=bloom,
             breaker=breaker,
