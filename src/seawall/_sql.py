@@ -13,11 +13,12 @@ The calls here block; the asyncio sink runs them in a worker thread.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -260,22 +261,77 @@ class SQLAlchemyTable(OrderTable):
         self._engine.dispose()
 
 
-def open_table(database: Any, table: str = DEFAULT_TABLE) -> OrderTable:
-    """An `OrderTable` for `database`: a SQLite path, or a SQLAlchemy URL ("dialect://...").
+# A bare scheme lets SQLAlchemy pick its default driver, often one that is not installed
+# (mysqlclient for mysql://) or none at all (postgres://): seawall picks an installed one.
+# scheme -> (dialect, ((module to import, driver name), ...) in order of preference, extra)
+_BARE_SCHEMES: dict[str, tuple[str, tuple[tuple[str, str], ...], str]] = {
+    "mysql": ("mysql", (("pymysql", "pymysql"), ("MySQLdb", "mysqldb")), "mysql"),
+    "mariadb": ("mariadb", (("pymysql", "pymysql"), ("MySQLdb", "mysqldb")), "mysql"),
+    "postgresql": (
+        "postgresql",
+        (("psycopg", "psycopg"), ("psycopg2", "psycopg2")),
+        "postgresql",
+    ),
+    "postgres": (
+        "postgresql",
+        (("psycopg", "psycopg"), ("psycopg2", "psycopg2")),
+        "postgresql",
+    ),
+}
+SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+_WHAT_TO_PASS = (
+    "pass a database URL such as 'postgresql://user@host/db' or 'mysql://user@host/db', "
+    "or a SQLite path: a file name ending in .db, .sqlite or .sqlite3 (or a "
+    "'sqlite:///path' URL)"
+)
 
-    The table is created if missing.
+
+def _module_importable(module: str) -> bool:
+    return importlib.util.find_spec(module) is not None
+
+
+def driver_url(url: str, importable: Callable[[str], bool] = _module_importable) -> str:
+    """`url` with an installed driver named when it names none ("mysql://" ->
+    "mysql+pymysql://"); a URL that names its driver is the user's choice and kept."""
+    scheme, sep, rest = url.partition("://")
+    known = _BARE_SCHEMES.get(scheme.lower())
+    if not sep or known is None:
+        return url
+    dialect, drivers, extra = known
+    for module, driver in drivers:
+        if importable(module):
+            return f"{dialect}+{driver}://{rest}"
+    names = " or ".join(module for module, _ in drivers)
+    raise ImportError(
+        f"an OrderSink on {scheme}:// found no driver installed ({names}): "
+        f"pip install 'seawall[{extra}]'"
+    )
+
+
+def open_table(database: Any, table: str = DEFAULT_TABLE) -> OrderTable:
+    """An `OrderTable` for `database`: a SQLite file path (ending .db, .sqlite or .sqlite3)
+    or a database URL ("postgresql://...", "mysql+pymysql://...", "sqlite:///path").
+
+    The table is created if missing. Anything else is refused before any file is made: a
+    URL missing its scheme would otherwise become a SQLite file named after it.
     """
     if isinstance(database, OrderTable):
         return database
-    if isinstance(database, Path) or (isinstance(database, str) and "://" not in database):
-        if not str(database):
-            raise ValueError("database must be a SQLite path or a SQLAlchemy URL, got ''")
+    if isinstance(database, str) and "://" in database:
+        return SQLAlchemyTable(driver_url(database), table)
+    if isinstance(database, str | Path):
+        if not str(database).lower().endswith(SQLITE_SUFFIXES):
+            # Only what follows the last "@" is shown: a URL missing its scheme may
+            # carry a password in "user:password@host".
+            shown = str(database).rsplit("@", 1)[-1]
+            raise ValueError(
+                f"database {shown!r} is neither a database URL (no '://') nor a SQLite file "
+                f"path (it does not end in .db, .sqlite or .sqlite3): {_WHAT_TO_PASS}"
+            )
         return SQLiteTable(database, table)
-    if isinstance(database, str):
-        return SQLAlchemyTable(database, table)
     raise TypeError(
-        "database must be a SQLite path (str or pathlib.Path) or a SQLAlchemy URL such as "
-        f"'postgresql+psycopg://user@host/db', got {type(database).__qualname__}"
+        f"database must be a str or pathlib.Path, got {type(database).__qualname__}: "
+        f"{_WHAT_TO_PASS}"
     )
 
 

@@ -68,8 +68,9 @@ class StopFlag(Protocol):
 class OrderSink:
     """Saves one stock's orders from its log stream into a SQL table.
 
-    `stock`: a `Stock` (or its name). `database`: a SQLite path, or a SQLAlchemy URL
-    ("postgresql+psycopg://user@host/db", "mysql+pymysql://user@host/db"). Several sinks
+    `stock`: a `Stock` (or its name). `database`: a SQLite file path (ending .db, .sqlite or
+    .sqlite3), or a SQLAlchemy URL ("postgresql://user@host/db", "mysql://user@host/db":
+    an installed driver is picked when the URL names none; "sqlite:///path"). Several sinks
     (processes, machines) may serve one stock: they share the consumer `group` and split
     the entries; each needs its own `consumer` name (a unique default is made).
 
