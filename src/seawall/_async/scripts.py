@@ -7,6 +7,7 @@ from typing import Any
 
 from redis.exceptions import NoScriptError
 
+from seawall._async.eviction import check_eviction_policy
 from seawall._scripts import LuaScript
 from seawall._validate import AsyncClient
 
@@ -21,6 +22,10 @@ async def run_script(
     on Cluster each node fills its own cache the same way.
     """
     try:
-        return await client.evalsha(script.sha, len(keys), *keys, *args)
+        reply = await client.evalsha(script.sha, len(keys), *keys, *args)
     except NoScriptError:
-        return await client.eval(script.source, len(keys), *keys, *args)
+        reply = await client.eval(script.source, len(keys), *keys, *args)
+    # After the script, from a server that has just answered: checked before it, a server
+    # frozen from the start would make the caller wait twice, once outside its timeout.
+    await check_eviction_policy(client, script)
+    return reply

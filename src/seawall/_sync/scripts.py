@@ -8,6 +8,7 @@ from typing import Any
 
 from redis.exceptions import NoScriptError
 
+from seawall._sync.eviction import check_eviction_policy
 from seawall._scripts import LuaScript
 from seawall._validate import Client
 
@@ -22,6 +23,10 @@ def run_script(
     on Cluster each node fills its own cache the same way.
     """
     try:
-        return client.evalsha(script.sha, len(keys), *keys, *args)
+        reply = client.evalsha(script.sha, len(keys), *keys, *args)
     except NoScriptError:
-        return client.eval(script.source, len(keys), *keys, *args)
+        reply = client.eval(script.source, len(keys), *keys, *args)
+    # After the script, from a server that has just answered: checked before it, a server
+    # frozen from the start would make the caller wait twice, once outside its timeout.
+    check_eviction_policy(client, script)
+    return reply

@@ -1,0 +1,48 @@
+"""The eviction-policy check: one CONFIG GET per client (per primary on Cluster), made by
+the first script of a primitive whose keys must not be evicted. See seawall/_eviction.py."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis.asyncio.cluster
+
+from seawall import _eviction
+from seawall._concurrency import log
+from seawall._scripts import LuaScript
+from seawall._validate import AsyncClient
+
+
+async def check_eviction_policy(client: AsyncClient, script: LuaScript) -> None:
+    """Warn (once per client and policy) when the server may evict seawall's keys.
+
+    Never raises: the check is advice, run after a script that succeeded, whose reply
+    must reach the caller. A server that refuses CONFIG (a managed service, an ACL user
+    without it) is noted once at debug level.
+    """
+    if not _eviction.claim(client, script.name):
+        return
+    try:
+        replies = await _policy_replies(client)
+    except Exception as exc:  # advice only: see the docstring
+        log.debug("%s", _eviction.unchecked_note(_eviction.describe(client), exc))
+        return
+    policies = _eviction.by_policy(replies)
+    safe = {}
+    for policy, servers in policies.items():
+        if _eviction.evicts(policy):
+            log.warning("%s", _eviction.warning(policy, servers))
+        else:
+            safe[policy] = servers
+    if safe:
+        log.debug("%s", _eviction.safe_note(safe))
+
+
+async def _policy_replies(client: AsyncClient) -> list[tuple[str, Any]]:
+    if isinstance(client, redis.asyncio.cluster.RedisCluster):
+        # Each primary has its own configuration: check them all.
+        return [
+            (node.name, await client.config_get("maxmemory-policy", target_nodes=node))
+            for node in client.get_primaries()  # type: ignore[no-untyped-call,unused-ignore]
+        ]
+    return [(_eviction.describe(client), await client.config_get("maxmemory-policy"))]
