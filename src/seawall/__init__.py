@@ -36,6 +36,7 @@ from seawall.errors import (
     OrderSinkError,
     SeawallError,
     ServerNotFoundError,
+    StockCounterLostError,
     StockError,
     StockQuantityError,
 )
@@ -74,6 +75,7 @@ __all__ = [
     "Semaphore",
     "ServerNotFoundError",
     "Stock",
+    "StockCounterLostError",
     "StockError",
     "StockQuantityError",
     "__version__",

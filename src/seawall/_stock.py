@@ -9,7 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from seawall._scripts import reply_text
-from seawall.errors import OrderConflictError, StockError, StockQuantityError
+from seawall.errors import (
+    OrderConflictError,
+    StockCounterLostError,
+    StockError,
+    StockQuantityError,
+)
 
 # Redis counts in 64-bit integers but Lua compares in doubles, exact up to 2**53: stay
 # well below it so no comparison inside a script can round.
@@ -28,6 +33,7 @@ UNKNOWN_ORDER = 0
 CANCELLED = 1
 PUT = 1
 BELOW_TAKEN = -1
+COUNTER_LOST = -2
 
 
 def check_units(units: Any, stock_name: str) -> int:
@@ -140,6 +146,19 @@ def put_outcome(reply: Any, stock_name: str, units: int) -> None:
         raise StockQuantityError(
             f"cannot put {units} units on sale in stock {stock_name!r}: orders have already "
             f"taken {value} units; put at least {value}, or cancel orders first",
+            stock_name=stock_name,
+        )
+    if code == COUNTER_LOST:
+        raise StockCounterLostError(
+            f"cannot put units on sale in stock {stock_name!r}: its taken counter (the "
+            f"units orders hold) is gone from Redis while its orders hash records {value} "
+            f"orders, so Redis lost data (eviction under an allkeys-* maxmemory-policy, a "
+            "FLUSH, a partial restore); rebuilding from 0 taken would sell the units those "
+            "orders hold again. Nothing was changed. To recover: check the orders hash "
+            "against your saved orders with OrderSink.reconcile(repair=False) (conflicts "
+            "mean orders are missing from Redis too), then call put(units, recount=True), "
+            "which recounts the units taken from the orders hash; and make the server "
+            "stop evicting (maxmemory-policy noeviction, see docs/eviction.md)",
             stock_name=stock_name,
         )
     raise StockError(f"unexpected reply {reply!r} from the put script", stock_name=stock_name)

@@ -31,6 +31,7 @@ from seawall.errors import (
     OrderConflictError,
     OrderSinkError,
     SeawallError,
+    StockCounterLostError,
     StockError,
     StockQuantityError,
 )
@@ -65,6 +66,7 @@ __all__ = [
     "SeawallError",
     "Semaphore",
     "Stock",
+    "StockCounterLostError",
     "StockError",
     "StockQuantityError",
     "fenced_read",

@@ -88,6 +88,13 @@ class StockQuantityError(StockError, ValueError):
     total, or put() would put fewer units on sale than orders have already taken."""
 
 
+class StockCounterLostError(StockError):
+    """put() found the stock's `taken` counter gone while orders are recorded: Redis lost
+    it (eviction under an allkeys-* maxmemory-policy, a FLUSH or partial restore), and
+    rebuilding the books from 0 taken would sell the units orders hold a second time.
+    Nothing was changed; see the message for how to recover (`put(units, recount=True)`)."""
+
+
 class OrderConflictError(StockError):
     """An order id that already took units was taken again with a different quantity:
     two different orders share one id, or a retry changed its quantity."""

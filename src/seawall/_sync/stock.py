@@ -31,18 +31,23 @@ class Stock:
         keys = self.keys
         self._take_keys = (keys.avail, keys.taken, keys.orders, keys.log, keys.onsale)
         self._cancel_keys = (keys.avail, keys.taken, keys.orders, keys.log)
-        self._put_keys = (keys.onsale, keys.avail, keys.taken)
+        self._put_keys = (keys.onsale, keys.avail, keys.taken, keys.orders)
 
     def __repr__(self) -> str:
         return f"<seawall.Stock {self.name!r}>"
 
-    def put(self, units: int) -> None:
+    def put(self, units: int, *, recount: bool = False) -> None:
         """Put `units` on sale in total; available becomes `units` minus the units taken.
 
-        Raises StockQuantityError (nothing changed) when orders already took more.
+        Raises StockQuantityError (nothing changed) when orders already took more, and
+        StockCounterLostError (nothing changed) when the `taken` counter is gone while
+        orders are recorded (Redis lost it). `recount=True` recounts the units taken from
+        the orders hash instead of trusting the counter: the recovery after such a loss
+        (it reads every order, so it is not for every put).
         """
         units = _stock.check_units(units, self.name)
-        reply = run_script(self._client, _PUT, self._put_keys, (units,))
+        args = (units, 1 if recount else 0)
+        reply = run_script(self._client, _PUT, self._put_keys, args)
         _stock.put_outcome(reply, self.name, units)
 
     def take(self, order_id: str | int, qty: int = 1) -> bool:
