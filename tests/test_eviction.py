@@ -214,3 +214,17 @@ def test_put_without_orders_starts_from_zero(seawall_redis: redis.Redis) -> None
     stock = seawall.Stock(seawall_redis, "sku:new")
     stock.put(5)
     assert stock.available() == 5 and stock.taken() == 0
+
+
+def test_sentinel_managed_client_is_checked_on_its_master(
+    seawall_sentinel: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    r = seawall_sentinel.master_client()
+    r.config_set("maxmemory-policy", "volatile-ttl")
+    caplog.set_level(logging.WARNING, logger="seawall")
+    with seawall.Lock(r, "evict:sentinel", ttl=5.0):
+        pass
+    warnings = _warnings(caplog)
+    assert len(warnings) == 1 and "volatile-ttl" in warnings[0], warnings
+    assert "Sentinel service" in warnings[0]
+    r.close()
