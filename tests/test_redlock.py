@@ -241,6 +241,8 @@ def test_fence_stays_increasing_when_counters_drift_apart(masters: World) -> Non
         clients = w.clients()
         lock = w.lock(clients, "drift", ttl=5.0)
         fence_key = f"{lock.key}:fence"
+        for admin in w.admins[1:]:
+            admin.set(fence_key, 50)
         w.admins[0].set(fence_key, 100)  # failed attempts had run master 0 ahead
         assert await lock.acquire()
         assert lock.fence == 101

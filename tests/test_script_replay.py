@@ -49,7 +49,9 @@ def test_lock_acquire_replay_is_granted_with_the_same_fence(standalone: Target) 
     keys = lock_keys("replay")
     mine = token()
     first, again = twice(
-        r, "lock_acquire", (keys.key, keys.fence, keys.waiters, keys.throttle),
+        r,
+        "lock_acquire",
+        (keys.key, keys.fence, keys.waiters, keys.throttle),
         (mine, 30_000, "", 5_000, "", ""),
     )
     assert first[0] == 1
@@ -114,13 +116,22 @@ def test_rwlock_write_scripts_replay(standalone: Target) -> None:
     keys = rwlock_keys("replay")
     mine = token()
     acquire = (
-        keys.writer, keys.readers, keys.writers_waiting, keys.readers_waiting, keys.admitted,
+        keys.writer,
+        keys.readers,
+        keys.writers_waiting,
+        keys.readers_waiting,
+        keys.admitted,
         keys.fence,
     )
     first, again = twice(r, "rwlock_write_acquire", acquire, (mine, 30_000, "", 5_000, ""))
     assert first[0] == 1 and again == first
-    release = (keys.writer, keys.writers_waiting, keys.readers_waiting, keys.admitted,
-               keys.released)
+    release = (
+        keys.writer,
+        keys.writers_waiting,
+        keys.readers_waiting,
+        keys.admitted,
+        keys.released,
+    )
     args = (mine, WAKE_PREFIX, keys.read_turn, keys.writer, 1000)
     assert twice(r, "rwlock_write_release", release, args) == [1, 1]
 
@@ -129,7 +140,11 @@ def test_rwlock_read_scripts_replay_while_a_writer_waits(standalone: Target) -> 
     r = standalone.sync()
     keys = rwlock_keys("replay-read")
     acquire = (
-        keys.writer, keys.readers, keys.writers_waiting, keys.readers_waiting, keys.admitted,
+        keys.writer,
+        keys.readers,
+        keys.writers_waiting,
+        keys.readers_waiting,
+        keys.admitted,
         keys.fence,
     )
     mine = token()
@@ -168,9 +183,12 @@ def test_idempotent_scripts_replay(standalone: Target) -> None:
     finish = twice(r, "idempotent_finish", (key, f"{key}:wake"), (mine, "done", "42", 60_000))
     assert finish == [1, 1]
     # Another claimant's finish after ours still changes nothing and says so.
-    assert run_script(
-        r, script("idempotent_finish"), (key, f"{key}:wake"), (token(), "done", "7", 60_000)
-    ) == 0
+    assert (
+        run_script(
+            r, script("idempotent_finish"), (key, f"{key}:wake"), (token(), "done", "7", 60_000)
+        )
+        == 0
+    )
     assert r.hget(key, "outcome") == b"42"
 
 
