@@ -12,8 +12,11 @@ socket_timeout and redis-py sends the script again.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
 import threading
+import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -174,6 +177,19 @@ def test_cache_fetch_replay_keeps_the_lease(standalone: Target) -> None:
     assert again == [4]  # still the loader: not a waiter on its own lease
 
 
+def test_cache_store_replay_says_written(standalone: Target) -> None:
+    r = standalone.sync()
+    keys = cache_keys("replay", "stored")
+    mine = token()
+    assert run_script(r, script("cache_fetch"), keys.all, (mine, 5_000, "", ""))[0] == 4
+    args = (mine, "payload", 60_000, 10_000, 12, "wake:", "", "", 1024, 1_000)
+    assert twice(r, "cache_store", keys.all, args) == [1, 1]
+    # A load voided by a delete is still refused, replay or not.
+    assert run_script(r, script("cache_fetch"), keys.all, (mine, 5_000, "", "1"))[0] == 2
+    r.delete(keys.value, keys.lease, keys.hit)
+    assert twice(r, "cache_store", keys.all, args) == [0, 0]
+
+
 def test_idempotent_scripts_replay(standalone: Target) -> None:
     r = standalone.sync()
     key = tagged("idempotent", "replay:m1")
@@ -234,35 +250,53 @@ def loaded(holder: Any) -> None:
     holder.release()
 
 
-def frozen_after(admin: redis.Redis, seconds: float) -> None:
-    """Queue DEBUG SLEEP on the server without waiting for it.
+@contextlib.contextmanager
+def frozen_after(url: str, seconds: float = 0.5) -> Iterator[None]:
+    """Queue DEBUG SLEEP on the server (without waiting for it), then run the body.
 
-    The command sent next by another client is read in the same event-loop turn as this
-    one (or a later one): either it runs before the sleep and its reply is written after
-    it, or it runs after the sleep; both ways it ran before redis-py's retry, which is
-    sent only after the socket_timeout.
+    The command the body sends next is read in the same event-loop turn as the sleep (or a
+    later one): either it runs before the sleep and its reply is written after it, or it
+    runs after the sleep; both ways it has run before redis-py's retry, which comes after
+    the client's socket_timeout (0.2 s). The body must take longer than that: proof that
+    the reply came late and redis-py retried.
     """
-    connection = admin.connection_pool.get_connection()
+    parts = redis.connection.parse_url(url)
+    connection = redis.Connection(host=parts["host"], port=parts["port"])
     connection.send_command("DEBUG", "SLEEP", str(seconds))
-    threading.Thread(target=_read_and_return, args=(admin, connection), daemon=True).start()
+    reader = threading.Thread(target=connection.read_response, daemon=True)
+    reader.start()
+    started = time.monotonic()
+    try:
+        yield
+        assert time.monotonic() - started > 0.2, "the reply was not late: nothing was retried"
+    finally:
+        reader.join(10)
+        connection.disconnect()
 
 
-def _read_and_return(admin: redis.Redis, connection: Any) -> None:
-    connection.read_response()
-    admin.connection_pool.release(connection)
-
-
-def test_lock_survives_redis_py_retries(standalone: Target) -> None:
+def test_lock_acquire_survives_redis_py_retries(standalone: Target) -> None:
     admin = redis.Redis.from_url(standalone.url)
     client = retrying_client(standalone.url)
-    client.ping()
     lock = seawall.Lock(client, "e2e-retry", ttl=30.0, renew=False)
     loaded(lock)
-    frozen_after(admin, 0.5)
-    assert lock.acquire(blocking=False)  # was False: a ghost lock under our own token
+    with frozen_after(standalone.url):
+        assert lock.acquire(blocking=False)  # was False: a ghost lock under our own token
+    assert lock.owned()  # the key holds our token: the first run granted it
+    assert int(admin.get(f"{lock.key}:fence")) == lock.fence  # the fence the server issued
+    lock.release()
+    admin.close()
+    client.close()
+
+
+def test_lock_release_survives_redis_py_retries(standalone: Target) -> None:
+    admin = redis.Redis.from_url(standalone.url)
+    client = retrying_client(standalone.url)
+    lock = seawall.Lock(client, "e2e-retry-release", ttl=30.0, renew=False)
+    loaded(lock)
+    assert lock.acquire(blocking=False)
     fence = lock.fence
-    frozen_after(admin, 0.5)
-    lock.release()  # was LockNotOwnedError, though the first run released it
+    with frozen_after(standalone.url):
+        lock.release()  # was LockNotOwnedError, though the first run released it
     assert admin.exists(lock.key) == 0
     assert lock.acquire(blocking=False) and lock.fence > fence
     lock.release()
@@ -279,10 +313,10 @@ def test_async_lock_survives_redis_py_retries(standalone: Target) -> None:
         lock = seawall.aio.Lock(client, "e2e-retry-aio", ttl=30.0, renew=False)
         assert await lock.acquire(blocking=False)  # loads the scripts (see `loaded`)
         await lock.release()
-        frozen_after(admin, 0.5)
-        assert await lock.acquire(blocking=False)
-        frozen_after(admin, 0.5)
-        await lock.release()
+        with frozen_after(standalone.url):
+            assert await lock.acquire(blocking=False)
+        with frozen_after(standalone.url):
+            await lock.release()
         assert admin.exists(lock.key) == 0
         await client.aclose()
 
@@ -301,10 +335,10 @@ def test_permits_and_sides_survive_redis_py_retries(standalone: Target, kind: st
         rw = seawall.RWLock(client, f"e2e-retry-{kind}", ttl=30.0, renew=False)
         holder = rw.write() if kind == "write" else rw.read()
     loaded(holder)
-    frozen_after(admin, 0.5)
-    assert holder.acquire(blocking=False)
-    frozen_after(admin, 0.5)
-    holder.release()
+    with frozen_after(standalone.url):
+        assert holder.acquire(blocking=False)
+    with frozen_after(standalone.url):
+        holder.release()
     assert holder.acquire(blocking=False)  # nothing of ours was left behind
     holder.release()
     admin.close()
