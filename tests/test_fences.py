@@ -146,3 +146,8 @@ def test_fenced_write_keeps_big_fences_exact(standalone: Target, fence: int) -> 
     assert seawall.fenced_read(r, "big") == (b"a", fence)
     assert seawall.fenced_write(r, "big", "c", fence=fence + 1)
     assert seawall.fenced_read(r, "big") == (b"c", fence + 1)
+
+
+def test_fenced_write_refuses_a_fence_it_cannot_compare_exactly(standalone: Target) -> None:
+    with pytest.raises(ValueError, match="below 2"):
+        seawall.fenced_write(standalone.sync(), "big", "x", fence=2**53)
