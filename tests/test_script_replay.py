@@ -343,3 +343,20 @@ def test_permits_and_sides_survive_redis_py_retries(standalone: Target, kind: st
     holder.release()
     admin.close()
     client.close()
+
+
+def test_idempotent_run_survives_redis_py_retries(standalone: Target) -> None:
+    """A replayed claim is the caller's own: it runs the handler at once instead of waiting
+    out its own lease (3 s here, 30 s by default). (A cache load is not tested this way:
+    its plain MGET goes first and takes the frozen turn; test_cache_fetch_replay_* covers
+    the script.)"""
+    client = retrying_client(standalone.url)
+    once = seawall.Idempotent(client, "e2e", lease=3.0, timeout=10.0)
+    once.run("warm-up", lambda: 0)  # the scripts are cached on the server (see `loaded`)
+    ran = []
+    started = time.monotonic()
+    with frozen_after(standalone.url):
+        assert once.run("m1", lambda: ran.append(1) or "ok") == "ok"
+    assert ran == [1]
+    assert time.monotonic() - started < 2.0  # was 3 s: it waited for its own claim
+    client.close()
