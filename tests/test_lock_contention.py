@@ -30,7 +30,12 @@ def _acquire(r: object, name: str, token: str, waiter: str = "") -> list[object]
 def _release(r: object, name: str, token: str) -> int:
     k = lock_keys(name)
     return int(
-        run_script(r, RELEASE, (k.key, k.waiters, k.throttle), (token, WAKE_PREFIX, *CONTENTION))
+        run_script(
+            r,
+            RELEASE,
+            (k.key, k.waiters, k.throttle, k.released),
+            (token, WAKE_PREFIX, *CONTENTION),
+        )
     )
 
 

@@ -70,7 +70,7 @@ async def until(condition: Callable[[], bool], seconds: float = 5.0) -> None:
 
 
 def leftovers(target: Target) -> list[str]:
-    return [k for k in target.keys("seawall:*") if not k.endswith(":fence")]
+    return target.lock_keys()  # fence counter and released tokens aside (both expire)
 
 
 # --- many readers or one writer ------------------------------------------------------------

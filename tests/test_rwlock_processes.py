@@ -97,7 +97,7 @@ def test_writer_gets_in_after_killed_reader_while_another_renews(standalone: Tar
         assert writer.acquire(timeout=ttl + 3)
         got_in = time.monotonic()
         live_leaves.join()
-        assert live.fence == 0 and writer.fence == 1
+        assert live.fence == 0 and writer.fence > 0  # the name's first write hold
         writer.release()
     finally:
         child.kill()

@@ -47,9 +47,10 @@ WAKE_PREFIX = f"{PREFIX}:wake:"
 @dataclass(frozen=True, slots=True)
 class LockKeys:
     key: str  # holds the owner's token while held
-    fence: str  # counter, INCRed on every acquisition; never expires
+    fence: str  # counter, INCRed on every acquisition; expires when the name is idle
     waiters: str  # zset of waiting processes' ids, oldest first; gone when nobody waits
     throttle: str  # short-lived marker: a waiter was woken moments ago
+    released: str  # list: the last tokens released, so a replayed release says "released"
 
 
 def lock_keys(name: str) -> LockKeys:
@@ -59,7 +60,11 @@ def lock_keys(name: str) -> LockKeys:
 def lock_keys_of(key: str) -> LockKeys:
     """The keys of the lock whose main key is `key` (a wake-up message carries it)."""
     return LockKeys(
-        key=key, fence=f"{key}:fence", waiters=f"{key}:waiters", throttle=f"{key}:woken"
+        key=key,
+        fence=f"{key}:fence",
+        waiters=f"{key}:waiters",
+        throttle=f"{key}:woken",
+        released=f"{key}:released",
     )
 
 
@@ -75,7 +80,8 @@ class RWLockKeys:
     readers_waiting: str  # zset: waiting reader process id -> expiry (server ms)
     readers: str  # zset: reader token -> lease expiry (server ms)
     admitted: str  # set: reader processes let in ahead of waiting writers
-    fence: str  # counter, INCRed on every write hold; never expires
+    fence: str  # counter, INCRed on every write hold; expires when the name is idle
+    released: str  # list: the last tokens released (either side), for replayed releases
 
 
 def rwlock_keys(name: str) -> RWLockKeys:
@@ -88,6 +94,7 @@ def rwlock_keys(name: str) -> RWLockKeys:
         readers=f"{base}:readers",
         admitted=f"{base}:admitted",
         fence=f"{base}:fence",
+        released=f"{base}:released",
     )
 
 
@@ -99,9 +106,10 @@ def kind_of(key: str) -> str:
 @dataclass(frozen=True, slots=True)
 class SemaphoreKeys:
     key: str  # zset: holders' tokens scored by when their leases end (server ms)
-    fence: str  # counter, INCRed on every acquisition; never expires
+    fence: str  # counter, INCRed on every acquisition; expires when the name is idle
     waiters: str  # zset: waiting processes' ids scored by arrival (server ms), oldest first
     seen: str  # zset: the same ids scored by when they count as gone unless they try again
+    released: str  # list: the last tokens released, so a replayed release says "released"
 
     @property
     def queue(self) -> tuple[str, str, str]:
@@ -116,7 +124,11 @@ def semaphore_keys(name: str) -> SemaphoreKeys:
 def semaphore_keys_of(key: str) -> SemaphoreKeys:
     """The keys of the semaphore whose main key is `key` (a wake-up message carries it)."""
     return SemaphoreKeys(
-        key=key, fence=f"{key}:fence", waiters=f"{key}:waiters", seen=f"{key}:seen"
+        key=key,
+        fence=f"{key}:fence",
+        waiters=f"{key}:waiters",
+        seen=f"{key}:seen",
+        released=f"{key}:released",
     )
 
 

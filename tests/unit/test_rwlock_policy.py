@@ -51,7 +51,7 @@ def test_every_key_shares_one_hash_tag(name: str) -> None:
     # The waker derives a queue from a wake-up key by appending ":waiters".
     assert keys.writers_waiting == keys.writer + ":waiters"
     assert keys.readers_waiting == keys.read_turn + ":waiters"
-    assert len(set(vars_of(keys))) == 7
+    assert len(set(vars_of(keys))) == 8
 
 
 def vars_of(keys: object) -> list[str]:

@@ -7,7 +7,9 @@ the same rule is one statement:
     UPDATE accounts SET balance = :balance, fence = :fence
      WHERE id = :id AND fence < :fence
 
-and a row count of 0 means a newer holder already wrote.
+and a row count of 0 means a newer holder already wrote. Fences are large (a counter
+starts from the server's clock in microseconds, docs/fences.md) but below 2^53: keep them
+in a 64-bit column (BIGINT), never a 32-bit INT.
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ from seawall._validate import check_async_client, check_name
 
 _FENCED_WRITE = _scripts.load("fenced_write")
 
+# The script compares fences as Lua numbers (doubles): exact only below this.
+_EXACT = 2**53
+
 
 async def fenced_write(client: Any, key: str, value: Any, fence: int) -> bool:
     """Store `value` at `key` if `fence` is newer than the last accepted write's fence.
@@ -30,8 +35,10 @@ async def fenced_write(client: Any, key: str, value: Any, fence: int) -> bool:
     """
     client = check_async_client(client, "fenced_write")
     check_name(key, "fenced_write key")
-    if isinstance(fence, bool) or not isinstance(fence, int) or fence < 1:
-        raise ValueError(f"fence for {key!r} must be a positive int (lock.fence), got {fence!r}")
+    if isinstance(fence, bool) or not isinstance(fence, int) or not 1 <= fence < _EXACT:
+        raise ValueError(
+            f"fence for {key!r} must be a positive int below 2**53 (lock.fence), got {fence!r}"
+        )
     return bool(await run_script(client, _FENCED_WRITE, (key,), (fence, value)))
 
 

@@ -162,7 +162,7 @@ class AsyncLock(AsyncLeaseHolder):
         reply = await run_script(
             self._client,
             _RELEASE,
-            (keys.key, keys.waiters, keys.throttle),
+            (keys.key, keys.waiters, keys.throttle, keys.released),
             (token, WAKE_PREFIX, *_CONTENTION),
         )
         return int(reply)

@@ -266,7 +266,7 @@ class AsyncReadLock(AsyncRWSide):
         reply = await run_script(
             self._client,
             _READ_RELEASE,
-            (keys.readers, keys.writers_waiting),
+            (keys.readers, keys.writers_waiting, keys.released),
             (token, WAKE_PREFIX, keys.writer),
         )
         return int(reply)
@@ -301,7 +301,7 @@ class AsyncWriteLock(AsyncRWSide):
         reply = await run_script(
             self._client,
             _WRITE_RELEASE,
-            (keys.writer, keys.writers_waiting, keys.readers_waiting, keys.admitted),
+            (keys.writer, keys.writers_waiting, keys.readers_waiting, keys.admitted, keys.released),
             (token, WAKE_PREFIX, keys.read_turn, keys.writer, ms(_rwpolicy.ADMIT_WINDOW)),
         )
         return int(reply)

@@ -175,7 +175,7 @@ class AsyncSemaphore(AsyncLeaseHolder):
     async def _release_token(self, token: str) -> int:
         keys = self._keys
         reply = await run_script(
-            self._client, _RELEASE, keys.queue, (token, self.value, WAKE_PREFIX)
+            self._client, _RELEASE, (*keys.queue, keys.released), (token, self.value, WAKE_PREFIX)
         )
         return int(reply)
 

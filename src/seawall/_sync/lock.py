@@ -163,7 +163,7 @@ class Lock(LeaseHolder):
         reply = run_script(
             self._client,
             _RELEASE,
-            (keys.key, keys.waiters, keys.throttle),
+            (keys.key, keys.waiters, keys.throttle, keys.released),
             (token, WAKE_PREFIX, *_CONTENTION),
         )
         return int(reply)

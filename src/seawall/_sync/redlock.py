@@ -81,6 +81,7 @@ class Redlock(Holder):
         # Same hash tag as the key: both fit in one Cluster slot, as every seawall script's
         # keys do (each master here is still a separate server, never a Cluster).
         self._fence_key = f"{self.key}:fence"
+        self._released_key = f"{self.key}:released"  # makes a retried release idempotent
         self._ttl_ms = ms(self.ttl)
         self._quorum = _redlock.quorum(len(self._clients))
         self._hold: Hold | None = None
@@ -167,7 +168,7 @@ class Redlock(Holder):
         return replies
 
     def _release_all(self, token: str) -> list[Any]:
-        return self._on_all(_RELEASE, (self.key,), (token,))
+        return self._on_all(_RELEASE, (self.key, self._released_key), (token,))
 
     def _attempt(self, me: object) -> bool:
         token = secrets.token_hex(16)

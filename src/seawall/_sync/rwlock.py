@@ -267,7 +267,7 @@ class ReadLock(RWSide):
         reply = run_script(
             self._client,
             _READ_RELEASE,
-            (keys.readers, keys.writers_waiting),
+            (keys.readers, keys.writers_waiting, keys.released),
             (token, WAKE_PREFIX, keys.writer),
         )
         return int(reply)
@@ -302,7 +302,7 @@ class WriteLock(RWSide):
         reply = run_script(
             self._client,
             _WRITE_RELEASE,
-            (keys.writer, keys.writers_waiting, keys.readers_waiting, keys.admitted),
+            (keys.writer, keys.writers_waiting, keys.readers_waiting, keys.admitted, keys.released),
             (token, WAKE_PREFIX, keys.read_turn, keys.writer, ms(_rwpolicy.ADMIT_WINDOW)),
         )
         return int(reply)

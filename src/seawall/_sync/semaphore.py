@@ -176,7 +176,7 @@ class Semaphore(LeaseHolder):
     def _release_token(self, token: str) -> int:
         keys = self._keys
         reply = run_script(
-            self._client, _RELEASE, keys.queue, (token, self.value, WAKE_PREFIX)
+            self._client, _RELEASE, (*keys.queue, keys.released), (token, self.value, WAKE_PREFIX)
         )
         return int(reply)
 

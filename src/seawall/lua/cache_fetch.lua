@@ -19,11 +19,18 @@
 --
 -- An entry is stale once its remaining ttl is within its stale window, so the logical
 -- expiry needs no clock of the client's and stays right when the entry's ttl changes.
+--
+-- Idempotent for its token: a replay (redis-py retrying a call whose reply was lost) finds
+-- the lease holding the caller's token and answers as the first run did ({2} or {4}: the
+-- caller loads), never {5}, which would have it wait out its own lease.
 local function take()
   if ARGV[2] == '0' then
     return false
   end
-  return redis.call('set', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2])
+  if redis.call('set', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then
+    return true
+  end
+  return redis.call('get', KEYS[2]) == ARGV[1]
 end
 local stored = redis.call('get', KEYS[1])
 if stored then

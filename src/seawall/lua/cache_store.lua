@@ -12,8 +12,9 @@
 -- ARGV[8] invalidation message (drop this key from every process's memory)
 -- ARGV[9] largest payload (bytes) a wake-up carries; a larger one is read by the waiters
 -- ARGV[10] lead (ms): the hit marker expires this long before the value turns stale
--- returns 1 written, 0 not written: the lease was voided (a delete or set came after the
---         load started) or ran out and was taken by another loader
+-- returns 1 written (now, or by an earlier run of this call), 0 not written: the lease was
+--         voided (a delete or set came after the load started) or ran out and was taken by
+--         another loader
 --
 -- A delete removes the lease, so a loader that read the database before the delete can
 -- never write its older value back afterwards.
@@ -24,12 +25,20 @@
 --
 -- Wake-up message: "<#KEYS[1]>:<KEYS[1]>" and, for a write-back under a lease, then
 -- "<token>:<fresh ms>:<payload>", so a waiter that saw that lease needs no second read.
+--
+-- Idempotent: a replayed write-back (redis-py retrying a call whose reply was lost) finds
+-- its lease gone but the very entry it wrote in place, and answers 1 again without
+-- writing or waking anyone twice. An explicit set simply writes again.
+local entry = ARGV[4] .. ':' .. ARGV[5] .. ':' .. ARGV[2]
 if ARGV[1] ~= '' and redis.call('get', KEYS[2]) ~= ARGV[1] then
+  if redis.call('get', KEYS[1]) == entry then
+    return 1
+  end
   return 0
 end
 local fresh = tonumber(ARGV[3]) - tonumber(ARGV[4])
 local lead = tonumber(ARGV[10] or '0') or 0
-redis.call('set', KEYS[1], ARGV[4] .. ':' .. ARGV[5] .. ':' .. ARGV[2], 'PX', ARGV[3])
+redis.call('set', KEYS[1], entry, 'PX', ARGV[3])
 if fresh > lead then
   redis.call('del', KEYS[2])
   redis.call('set', KEYS[4], string.format('%d', lead), 'PX', fresh - lead)

@@ -8,9 +8,18 @@
 --
 -- A claimant that dies stops renewing its lease; the record then expires and the next
 -- claim takes over.
-local state = redis.call('hget', KEYS[1], 'state')
+--
+-- Idempotent for its token: a replay (redis-py retrying a call whose reply was lost) finds
+-- the claim running under the caller's own token and answers {"claimed"} again (renewing
+-- the lease), so the caller runs the handler instead of waiting out its own lease.
+local record = redis.call('hmget', KEYS[1], 'state', 'token')
+local state = record[1]
 if state == 'done' then
   return {'done', redis.call('hget', KEYS[1], 'outcome')}
+end
+if state == 'running' and record[2] == ARGV[1] then
+  redis.call('pexpire', KEYS[1], ARGV[2])
+  return {'claimed'}
 end
 if state == 'running' then
   redis.call('hincrby', KEYS[1], 'waiters', 1)

@@ -3,13 +3,20 @@
 -- ARGV[1] claimant's token
 -- ARGV[2] "done" to record ARGV[3] as the outcome, "abandon" to give the claim up
 -- ARGV[3] outcome (JSON)         ARGV[4] how long to keep the record / wake-ups (ms)
--- returns 1 done, 0 nothing changed (another claimant's outcome is already recorded, or
---         the claim to abandon is no longer ours)
+-- returns 1 done (now, or by an earlier run of this call), 0 nothing changed (another
+--         claimant's outcome is already recorded, or the claim to abandon is no longer ours)
 --
 -- The record stores how many duplicates wait; each gets its own wake-up token, so all of
 -- them wake at once. Tokens of waiters that gave up meanwhile expire with the list.
+--
+-- Idempotent for its token: a replayed "done" finds the outcome recorded under the
+-- caller's own token and answers 1 again (the waiters were woken by the first run). A
+-- replayed "abandon" finds the record gone and answers 0, which the caller ignores.
 local state = redis.call('hget', KEYS[1], 'state')
 if state == 'done' then
+  if ARGV[2] == 'done' and redis.call('hget', KEYS[1], 'token') == ARGV[1] then
+    return 1
+  end
   return 0
 end
 local waiters = tonumber(redis.call('hget', KEYS[1], 'waiters') or '0')

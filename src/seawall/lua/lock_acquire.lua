@@ -10,10 +10,30 @@
 -- returns {1, fence}        acquired; fence is strictly greater than every earlier hold's
 --         {0, pttl, place}  held by another; pttl is its remaining time in ms (-1: no
 --                           expiry); place is the caller's queue position ("" unqueued)
+--
+-- Idempotent for its token: a replay (redis-py retrying a call whose reply was lost) finds
+-- the key holding the caller's own token and answers {1, the same fence} again, changing
+-- nothing but the queue; the counter has moved only by this hold's INCR since, as nobody
+-- else can be granted while the key holds the token.
+--
+-- Fences survive the loss of their counter (eviction, FLUSHALL, failover to an empty
+-- replica): a counter that is gone restarts from the server's clock in microseconds since
+-- the epoch, above every fence an earlier counter issued as long as that counter averaged
+-- under 10^6 fences a second and the server's clock did not step back across the loss
+-- (docs/fences.md). Values stay below 2^53, exact as Lua numbers, until the year 2255.
+-- The counter expires after max(1 day, 10 ttls) without an acquisition.
+redis.replicate_commands()
 local waiter = ARGV[3]
 local taken = redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])
-if not taken and waiter ~= '' and redis.call('get', KEYS[1]) == 'handoff:' .. waiter then
-  taken = redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
+local fence = nil
+if not taken then
+  local current = redis.call('get', KEYS[1])
+  if current == ARGV[1] then
+    taken = true
+    fence = tonumber(redis.call('get', KEYS[2]))
+  elseif waiter ~= '' and current == 'handoff:' .. waiter then
+    taken = redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  end
 end
 if taken then
   if ARGV[6] == '1' then
@@ -22,7 +42,18 @@ if taken then
       redis.call('del', KEYS[4])
     end
   end
-  return {1, redis.call('incr', KEYS[2])}
+  if not fence then
+    fence = redis.call('incr', KEYS[2])
+    if fence == 1 then
+      -- The counter was gone (INCR made it): restart it from the clock.
+      local now = redis.call('time')
+      local floor = now[1] .. string.format('%06d', now[2])
+      redis.call('set', KEYS[2], floor)
+      fence = tonumber(floor)
+    end
+  end
+  redis.call('pexpire', KEYS[2], math.max(86400000, 10 * tonumber(ARGV[2])))
+  return {1, fence}
 end
 local place = ''
 if waiter ~= '' then

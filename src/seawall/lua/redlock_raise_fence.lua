@@ -4,10 +4,17 @@
 -- KEYS[1] lock key        KEYS[2] fence counter of the lock name on this master
 -- ARGV[1] owner token     ARGV[2] the hold's fence
 -- returns 1 the counter is at least the fence, 0 the caller does not hold the lock here
+--
+-- Idempotent: raising to the same fence twice leaves the counter where the first run did.
+-- The counter keeps the expiry its grant gave it (a day if it had none).
 if redis.call('get', KEYS[1]) ~= ARGV[1] then
   return 0
 end
 if tonumber(ARGV[2]) > tonumber(redis.call('get', KEYS[2]) or '0') then
-  redis.call('set', KEYS[2], ARGV[2])
+  local keep = redis.call('pttl', KEYS[2])
+  if keep <= 0 then
+    keep = 86400000
+  end
+  redis.call('set', KEYS[2], ARGV[2], 'PX', keep)
 end
 return 1

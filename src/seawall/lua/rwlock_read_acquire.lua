@@ -14,12 +14,24 @@
 --
 -- Every lease and intent is scored by its own expiry in server time and purged here, so
 -- no live reader keeps a dead one's lease (or a dead writer's intent) alive.
+--
+-- Idempotent for its token: a replay (redis-py retrying a call whose reply was lost) finds
+-- the token's live read lease and answers {1, fence} again, even if a writer has begun to
+-- wait since (its intent holds back new readers, not this one, which already holds).
+redis.replicate_commands()
 local t = redis.call('time')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 redis.call('zremrangebyscore', KEYS[2], '-inf', now)
 redis.call('zremrangebyscore', KEYS[3], '-inf', now)
 redis.call('zremrangebyscore', KEYS[4], '-inf', now)
 local waiter = ARGV[3]
+if redis.call('zscore', KEYS[2], ARGV[1]) then
+  if ARGV[5] == '1' then
+    redis.call('zrem', KEYS[4], waiter)
+    redis.call('srem', KEYS[5], waiter)
+  end
+  return {1, tonumber(redis.call('get', KEYS[6]) or '0')}
+end
 local hint = redis.call('pttl', KEYS[1])
 if hint == -2 then
   local first = redis.call('zrange', KEYS[3], 0, 0, 'WITHSCORES')

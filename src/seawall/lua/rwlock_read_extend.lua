@@ -4,6 +4,7 @@
 -- ARGV[1] reader token    ARGV[2] new ttl in milliseconds
 -- ARGV[3] "1" to only check the lease (extend nothing)
 -- returns 1 extended (or live), 0 not held
+redis.replicate_commands()
 local t = redis.call('time')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 redis.call('zremrangebyscore', KEYS[1], '-inf', now)

@@ -12,6 +12,14 @@
 -- returns {1, fence}   acquired; fence is strictly greater than every earlier write hold's
 --         {0, pttl}    refused; pttl is how long (ms) the blocker lasts unless renewed
 --                      (-1: no expiry)
+--
+-- Idempotent for its token: a replay (redis-py retrying a call whose reply was lost) finds
+-- the writer key holding the caller's token and answers {1, the same fence} again (the
+-- counter moves only on write grants, and none can happen while the token holds it).
+--
+-- Fences survive the loss of their counter: see lock_acquire.lua and docs/fences.md. The
+-- counter expires after max(1 day, 10 ttls) without a write hold.
+redis.replicate_commands()
 local t = redis.call('time')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 redis.call('zremrangebyscore', KEYS[2], '-inf', now)
@@ -19,13 +27,18 @@ redis.call('zremrangebyscore', KEYS[3], '-inf', now)
 redis.call('zremrangebyscore', KEYS[4], '-inf', now)
 local waiter = ARGV[3]
 local hint = redis.call('pttl', KEYS[1])
-if hint == -2 then
+local fence = nil
+if hint ~= -2 and redis.call('get', KEYS[1]) == ARGV[1] then
+  fence = tonumber(redis.call('get', KEYS[6]))
+  hint = -2
+end
+if hint == -2 and not fence then
   local first = redis.call('zrange', KEYS[2], 0, 0, 'WITHSCORES')
   if first[1] then
     hint = tonumber(first[2]) - now
   end
 end
-if hint == -2 then
+if hint == -2 and not fence then
   -- Admitted readers that still wait go first; those that entered, gave up or died
   -- (their queue entry expired) are forgotten.
   for _, id in ipairs(redis.call('smembers', KEYS[5])) do
@@ -37,11 +50,21 @@ if hint == -2 then
   end
 end
 if hint == -2 then
-  redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
   if ARGV[5] == '1' then
     redis.call('zrem', KEYS[3], waiter)
   end
-  return {1, redis.call('incr', KEYS[6])}
+  if not fence then
+    redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
+    fence = redis.call('incr', KEYS[6])
+    if fence == 1 then
+      -- The counter was gone (INCR made it): restart it from the clock.
+      local floor = t[1] .. string.format('%06d', t[2])
+      redis.call('set', KEYS[6], floor)
+      fence = tonumber(floor)
+    end
+  end
+  redis.call('pexpire', KEYS[6], math.max(86400000, 10 * tonumber(ARGV[2])))
+  return {1, fence}
 end
 if waiter ~= '' then
   redis.call('zadd', KEYS[3], now + tonumber(ARGV[4]), waiter)

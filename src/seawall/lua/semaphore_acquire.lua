@@ -13,10 +13,40 @@
 --                           itself (-1: none will); place: the caller's queue position
 --
 -- Time is the server's: leases of processes whose clocks disagree stay comparable, and a
--- lease ends when the server says so whatever the holder's clock shows.
+-- lease ends when the server says so whatever the holder's clock shows (a step of the
+-- server's clock moves every lease end with it: docs/semaphore.md, "Clocks").
+--
+-- Idempotent for its token: a replay (redis-py retrying a call whose reply was lost) finds
+-- the token holding a live permit and answers {1, fence} again, leaving the lease as the
+-- first run set it. That fence is a fresh one (no fence is kept per holder): it is greater
+-- than the one whose reply was lost, which nobody saw, so "strictly greater than every
+-- earlier one" still holds.
+--
+-- Fences survive the loss of their counter: see lock_acquire.lua and docs/fences.md. The
+-- counter expires after max(1 day, 10 ttls) without an acquisition.
+redis.replicate_commands()
+local function next_fence()
+  local fence = redis.call('incr', KEYS[2])
+  if fence == 1 then
+    local clock = redis.call('time')
+    local floor = clock[1] .. string.format('%06d', clock[2])
+    redis.call('set', KEYS[2], floor)
+    fence = tonumber(floor)
+  end
+  redis.call('pexpire', KEYS[2], math.max(86400000, 10 * tonumber(ARGV[3])))
+  return fence
+end
 local now = redis.call('time')
 now = now[1] * 1000 + math.floor(now[2] / 1000)
 redis.call('zremrangebyscore', KEYS[1], '-inf', now)
+local waiter = ARGV[4]
+if redis.call('zscore', KEYS[1], ARGV[1]) then
+  if waiter ~= '' then
+    redis.call('zrem', KEYS[3], waiter)
+    redis.call('zrem', KEYS[4], waiter)
+  end
+  return {1, next_fence()}
+end
 local queued = redis.call('zcard', KEYS[3])
 if queued > 0 then
   -- A queued process that stopped trying (killed, paused) must not block the queue.
@@ -29,7 +59,6 @@ if queued > 0 then
     queued = redis.call('zcard', KEYS[3])
   end
 end
-local waiter = ARGV[4]
 local place = ARGV[7]
 local free = tonumber(ARGV[2]) - redis.call('zcard', KEYS[1])
 if free > 0 then
@@ -53,7 +82,7 @@ if free > 0 then
       redis.call('zrem', KEYS[3], waiter)
       redis.call('zrem', KEYS[4], waiter)
     end
-    return {1, redis.call('incr', KEYS[2])}
+    return {1, next_fence()}
   end
 end
 if waiter ~= '' then

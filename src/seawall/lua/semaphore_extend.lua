@@ -3,6 +3,7 @@
 -- KEYS[1] holders (zset: token -> lease end, server ms)
 -- ARGV[1] holder token     ARGV[2] new ttl in milliseconds (from now)
 -- returns 1 extended, 0 not the holder (its lease ended)
+redis.replicate_commands()
 local now = redis.call('time')
 now = now[1] * 1000 + math.floor(now[2] / 1000)
 local lease = redis.call('zscore', KEYS[1], ARGV[1])
