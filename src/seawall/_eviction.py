@@ -34,9 +34,10 @@ GUARDED_SCRIPTS = (
 # The keys volatile-* policies may evict: seawall's keys that carry a TTL.
 KEYS_WITH_A_TTL = (
     "lock, RLock and Redlock keys, semaphore and RWLock holds and their wait queues, "
-    "Idempotent records (and cache entries, whose eviction is only a miss)"
+    "Idempotent records, fence counters (a lost one restarts from the server clock) "
+    "(and cache entries, whose eviction is only a miss)"
 )
-KEYS_WITHOUT_A_TTL = "fence counters, stock counters, order records and logs, Bloom filters"
+KEYS_WITHOUT_A_TTL = "stock counters, order records and logs, Bloom filters"
 
 FIX = (
     "set `maxmemory-policy noeviction` on this server (CONFIG SET maxmemory-policy "
