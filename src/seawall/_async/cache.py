@@ -190,9 +190,12 @@ class AsyncCache(AsyncCacheCore):
         payload = encode(self._serializer, value, self.namespace, text)
         if value is not None and self.bloom is not None:
             await async_call_loader(functools.partial(self.bloom.add, text))
-        epoch = self._fill_epoch()
         keys = cache_keys(self.namespace, text)
-        await self._store(keys, text, "", value, payload, 0.0, entry_ttl, epoch)
+        # Not put in our L1: a read of this process that began before the write may
+        # still be about to store the old value, and only a drop after the write (which
+        # moves the L1's epoch on) keeps it out. The next read fills the L1.
+        await self._store(keys, text, "", value, payload, 0.0, entry_ttl, None)
+        self.l1.discard(text)
         self._dropped_here(text)
 
     async def delete(self, key: Any) -> None:
@@ -205,6 +208,10 @@ class AsyncCache(AsyncCacheCore):
             cache_keys(self.namespace, text).all,
             ("", CACHE_WAKE_PREFIX, channel, message),
         )
+        # Again once Redis no longer holds the value: a read of this process that fetched
+        # it between the first drop and the write must not keep it (our own invalidation
+        # message is ignored here). The drop moves the epoch on, so that read's fill fails.
+        self.l1.discard(text)
         self._dropped_here(text)
 
     async def warm(
@@ -223,16 +230,15 @@ class AsyncCache(AsyncCacheCore):
             payload = encode(self._serializer, value, self.namespace, text)
             fresh, stale = self._entry_ttls(value, entry_ttl)
             prepared.append((text, value, payload, fresh, stale))
-        epoch = self._fill_epoch()
         if not isinstance(self._client, redis.asyncio.cluster.RedisCluster):
             await self._client.script_load(_STORE.source)
         for start in range(0, len(prepared), WARM_BATCH):
             batch = prepared[start : start + WARM_BATCH]
             try:
-                await self._warm_batch(batch, epoch)
+                await self._warm_batch(batch)
             except NoScriptError:  # a node restarted or failed over meanwhile
                 await self._client.script_load(_STORE.source)
-                await self._warm_batch(batch, epoch)
+                await self._warm_batch(batch)
         # One message for the lot: every other L1 of this namespace starts afresh.
         await self._client.publish(*self._invalidation(None))
         listener = self._listener()
@@ -240,18 +246,18 @@ class AsyncCache(AsyncCacheCore):
             listener.clear_local(self.namespace, skip=self.l1)
         return len(prepared)
 
-    async def _warm_batch(
-        self, batch: list[tuple[str, Any, bytes, float, float]], epoch: int | None
-    ) -> None:
+    async def _warm_batch(self, batch: list[tuple[str, Any, bytes, float, float]]) -> None:
+        """Write a batch, then drop its keys from our L1 (as set() does, after the write:
+        a read that began before it cannot keep the old value here)."""
         lead = self._lead(0.0)
         if isinstance(self._client, redis.asyncio.cluster.RedisCluster):
             # redis-py refuses scripts in Cluster pipelines: one call per entry there.
-            for text, value, payload, fresh, stale in batch:
+            for text, _value, payload, fresh, stale in batch:
                 args = ("", payload, ms(fresh + stale), ms(stale) if stale else 0, 0)
                 tail = (CACHE_WAKE_PREFIX, "", "", 0, lead)
                 keys = cache_keys(self.namespace, text).all
                 await run_script(self._client, _STORE, keys, (*args, *tail))
-                self._remember(text, value, fresh, epoch)
+                self.l1.discard(text)
             return
         pipe = self._client.pipeline(transaction=False)
         for text, _value, payload, fresh, stale in batch:
@@ -272,8 +278,8 @@ class AsyncCache(AsyncCacheCore):
                 lead,
             )
         await pipe.execute()
-        for text, value, _payload, fresh, _stale in batch:
-            self._remember(text, value, fresh, epoch)
+        for text, *_rest in batch:
+            self.l1.discard(text)
 
     def cached(
         self, ttl: float | None = None, key: Callable[..., Any] | None = None

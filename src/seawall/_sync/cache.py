@@ -191,9 +191,12 @@ class Cache(CacheCore):
         payload = encode(self._serializer, value, self.namespace, text)
         if value is not None and self.bloom is not None:
             call_loader(functools.partial(self.bloom.add, text))
-        epoch = self._fill_epoch()
         keys = cache_keys(self.namespace, text)
-        self._store(keys, text, "", value, payload, 0.0, entry_ttl, epoch)
+        # Not put in our L1: a read of this process that began before the write may
+        # still be about to store the old value, and only a drop after the write (which
+        # moves the L1's epoch on) keeps it out. The next read fills the L1.
+        self._store(keys, text, "", value, payload, 0.0, entry_ttl, None)
+        self.l1.discard(text)
         self._dropped_here(text)
 
     def delete(self, key: Any) -> None:
@@ -206,6 +209,10 @@ class Cache(CacheCore):
             cache_keys(self.namespace, text).all,
             ("", CACHE_WAKE_PREFIX, channel, message),
         )
+        # Again once Redis no longer holds the value: a read of this process that fetched
+        # it between the first drop and the write must not keep it (our own invalidation
+        # message is ignored here). The drop moves the epoch on, so that read's fill fails.
+        self.l1.discard(text)
         self._dropped_here(text)
 
     def warm(
@@ -224,16 +231,15 @@ class Cache(CacheCore):
             payload = encode(self._serializer, value, self.namespace, text)
             fresh, stale = self._entry_ttls(value, entry_ttl)
             prepared.append((text, value, payload, fresh, stale))
-        epoch = self._fill_epoch()
         if not isinstance(self._client, redis.cluster.RedisCluster):
             self._client.script_load(_STORE.source)
         for start in range(0, len(prepared), WARM_BATCH):
             batch = prepared[start : start + WARM_BATCH]
             try:
-                self._warm_batch(batch, epoch)
+                self._warm_batch(batch)
             except NoScriptError:  # a node restarted or failed over meanwhile
                 self._client.script_load(_STORE.source)
-                self._warm_batch(batch, epoch)
+                self._warm_batch(batch)
         # One message for the lot: every other L1 of this namespace starts afresh.
         self._client.publish(*self._invalidation(None))
         listener = self._listener()
@@ -241,18 +247,18 @@ class Cache(CacheCore):
             listener.clear_local(self.namespace, skip=self.l1)
         return len(prepared)
 
-    def _warm_batch(
-        self, batch: list[tuple[str, Any, bytes, float, float]], epoch: int | None
-    ) -> None:
+    def _warm_batch(self, batch: list[tuple[str, Any, bytes, float, float]]) -> None:
+        """Write a batch, then drop its keys from our L1 (as set() does, after the write:
+        a read that began before it cannot keep the old value here)."""
         lead = self._lead(0.0)
         if isinstance(self._client, redis.cluster.RedisCluster):
             # redis-py refuses scripts in Cluster pipelines: one call per entry there.
-            for text, value, payload, fresh, stale in batch:
+            for text, _value, payload, fresh, stale in batch:
                 args = ("", payload, ms(fresh + stale), ms(stale) if stale else 0, 0)
                 tail = (CACHE_WAKE_PREFIX, "", "", 0, lead)
                 keys = cache_keys(self.namespace, text).all
                 run_script(self._client, _STORE, keys, (*args, *tail))
-                self._remember(text, value, fresh, epoch)
+                self.l1.discard(text)
             return
         pipe = self._client.pipeline(transaction=False)
         for text, _value, payload, fresh, stale in batch:
@@ -273,8 +279,8 @@ class Cache(CacheCore):
                 lead,
             )
         pipe.execute()
-        for text, value, _payload, fresh, _stale in batch:
-            self._remember(text, value, fresh, epoch)
+        for text, *_rest in batch:
+            self.l1.discard(text)
 
     def cached(
         self, ttl: float | None = None, key: Callable[..., Any] | None = None
