@@ -20,7 +20,7 @@ from seawall._concurrency import async_call_loader
 from seawall._freshness import DEFAULT_JITTER
 from seawall._l1 import L1, MISSING
 from seawall._validate import check_async_client, check_name, check_seconds, check_timeout
-from seawall.errors import CacheUnavailable
+from seawall.errors import BloomFilterError, CacheUnavailable
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -189,7 +189,10 @@ class AsyncCache(AsyncCacheCore):
         entry_ttl = self._ttl(ttl)
         payload = encode(self._serializer, value, self.namespace, text)
         if value is not None and self.bloom is not None:
-            await async_call_loader(functools.partial(self.bloom.add, text))
+            try:
+                await async_call_loader(functools.partial(self.bloom.add, text))
+            except BloomFilterError as exc:  # lost or damaged: checks let every key load
+                self._bloom_failed(exc, f"key {text!r} is written but not added to it")
         keys = cache_keys(self.namespace, text)
         # Not put in our L1: a read of this process that began before the write may
         # still be about to store the old value, and only a drop after the write (which
