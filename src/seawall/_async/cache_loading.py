@@ -357,7 +357,9 @@ class AsyncCacheCore(AsyncCacheBase):
                 self._lead(took),
             ),
         )
-        if int(written):
+        if int(written) and not token:
+            self.l1.replace([(key, value, fresh)], epoch)  # an explicit set: see L1.replace
+        elif int(written):
             self._remember(key, value, fresh, epoch)
         else:
             self._counters.add("voided")

@@ -194,12 +194,11 @@ class Cache(CacheCore):
                 call_loader(functools.partial(self.bloom.add, text))
             except BloomFilterError as exc:  # lost or damaged: checks let every key load
                 self._bloom_failed(exc, f"key {text!r} is written but not added to it")
+        epoch = self._fill_epoch()
         keys = cache_keys(self.namespace, text)
-        # Not put in our L1: a read of this process that began before the write may
-        # still be about to store the old value, and only a drop after the write (which
-        # moves the L1's epoch on) keeps it out. The next read fills the L1.
-        self._store(keys, text, "", value, payload, 0.0, entry_ttl, None)
-        self.l1.discard(text)
+        # Our L1 takes the value after the write (L1.replace): a read of this process
+        # that began before it cannot store the old value afterwards.
+        self._store(keys, text, "", value, payload, 0.0, entry_ttl, epoch)
         self._dropped_here(text)
 
     def delete(self, key: Any) -> None:
@@ -239,10 +238,10 @@ class Cache(CacheCore):
         for start in range(0, len(prepared), WARM_BATCH):
             batch = prepared[start : start + WARM_BATCH]
             try:
-                self._warm_batch(batch)
+                self._warm_batch(batch, self._fill_epoch())
             except NoScriptError:  # a node restarted or failed over meanwhile
                 self._client.script_load(_STORE.source)
-                self._warm_batch(batch)
+                self._warm_batch(batch, self._fill_epoch())
         # One message for the lot: every other L1 of this namespace starts afresh.
         self._client.publish(*self._invalidation(None))
         listener = self._listener()
@@ -250,9 +249,11 @@ class Cache(CacheCore):
             listener.clear_local(self.namespace, skip=self.l1)
         return len(prepared)
 
-    def _warm_batch(self, batch: list[tuple[str, Any, bytes, float, float]]) -> None:
-        """Write a batch, then drop its keys from our L1 (as set() does, after the write:
-        a read that began before it cannot keep the old value here)."""
+    def _warm_batch(
+        self, batch: list[tuple[str, Any, bytes, float, float]], epoch: int | None
+    ) -> None:
+        """Write a batch, then put it in our L1 (as set() does, after the write: a read
+        that began before it cannot keep the old value here)."""
         lead = self._lead(0.0)
         if isinstance(self._client, redis.cluster.RedisCluster):
             # redis-py refuses scripts in Cluster pipelines: one call per entry there.
@@ -261,7 +262,7 @@ class Cache(CacheCore):
                 tail = (CACHE_WAKE_PREFIX, "", "", 0, lead)
                 keys = cache_keys(self.namespace, text).all
                 run_script(self._client, _STORE, keys, (*args, *tail))
-                self.l1.discard(text)
+            self.l1.replace([(text, value, fresh) for text, value, _, fresh, _ in batch], epoch)
             return
         pipe = self._client.pipeline(transaction=False)
         for text, _value, payload, fresh, stale in batch:
@@ -282,8 +283,7 @@ class Cache(CacheCore):
                 lead,
             )
         pipe.execute()
-        for text, *_rest in batch:
-            self.l1.discard(text)
+        self.l1.replace([(text, value, fresh) for text, value, _, fresh, _ in batch], epoch)
 
     def cached(
         self, ttl: float | None = None, key: Callable[..., Any] | None = None
