@@ -75,11 +75,13 @@ async def _aloop(bloom: Any, items: list[str], seconds: float) -> int:
 
 def _seawall(client: redis.Redis, runner: asyncio.Runner, name: str, n: int) -> Ops:
     bloom = seawall.BloomFilter(client, name, n, ERROR_RATE)
+    bloom.create()
     return Ops(bloom.add_many, bloom.contains_many, lambda i, s: _loop(bloom.might_contain, i, s))
 
 
 def _seawall_aio(aclient: Any, runner: asyncio.Runner, name: str, n: int) -> Ops:
     bloom = seawall.aio.BloomFilter(aclient, name, n, ERROR_RATE)
+    runner.run(bloom.create())
     return Ops(
         lambda items: runner.run(bloom.add_many(items)),
         lambda items: runner.run(bloom.contains_many(items)),

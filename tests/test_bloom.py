@@ -94,6 +94,7 @@ def test_false_positive_rate_and_no_false_negatives(
 ) -> None:
     async def scenario(make: Any, client: Any) -> None:
         bloom = make("users", capacity, 0.01)
+        await bloom.create()
         present = ids("user", capacity)
         assert (await bloom.add_many(present)).count(True) >= capacity * 0.98
         absent = ids("ghost", queries)
@@ -112,6 +113,7 @@ def test_false_positive_rate_on_the_cluster(cluster: Target, world: str) -> None
 
     async def scenario(make: Any, client: Any) -> None:
         bloom = make("{orders}ids", capacity, 0.02)
+        await bloom.create()
         present = ids("order", capacity)
         await bloom.add_many(present)
         false_negatives, loader_calls = await measure(bloom, present, ids("none", queries))
@@ -133,6 +135,7 @@ def test_false_positive_rate_on_the_cluster(cluster: Target, world: str) -> None
 def test_add_reports_new_items_and_membership(target: Target, world: str) -> None:
     async def scenario(make: Any, client: Any) -> None:
         bloom = make("tags", 1_000, 0.001)
+        await bloom.create()
         assert await bloom.might_contain("a") is False  # a filter never written
         assert await bloom.add("a") is True
         assert await bloom.add("a") is False
@@ -157,6 +160,7 @@ def test_add_reports_new_items_and_membership(target: Target, world: str) -> Non
 
 def test_sync_in_operator_and_async_refusal(standalone: Target) -> None:
     bloom = seawall.BloomFilter(standalone.sync(), "ops", 100)
+    bloom.create()
     bloom.add("x")
     assert "x" in bloom and "y" not in bloom
 
@@ -177,6 +181,7 @@ def test_bits_are_the_ones_the_pure_module_computes(standalone: Target) -> None:
 
     client = standalone.sync()
     bloom = seawall.BloomFilter(client, "agree", 500, 0.01)
+    bloom.create()
     items = [f"i{i}" for i in range(500)]
     bloom.add_many(items)
     sizing = _bloom.size(500, 0.01)
@@ -188,6 +193,7 @@ def test_bits_are_the_ones_the_pure_module_computes(standalone: Target) -> None:
 
 def test_sizing_properties(standalone: Target) -> None:
     bloom = seawall.BloomFilter(standalone.sync(), "sized", 100_000, 0.01)
+    bloom.create()
     assert (bloom.capacity, bloom.error_rate) == (100_000, 0.01)
     assert (bloom.size_bits, bloom.hash_count, bloom.size_bytes) == (959_361, 7, 119_921)
     assert bloom.expected_error_rate(100_000) <= 0.01
@@ -199,7 +205,9 @@ def test_sizing_properties(standalone: Target) -> None:
 
 def test_other_sizing_under_the_same_name_is_refused(target: Target, world: str) -> None:
     async def scenario(make: Any, client: Any) -> None:
-        await make("shared", 1_000, 0.01).add("a")
+        first = make("shared", 1_000, 0.01)
+        await first.create()
+        await first.add("a")
         other = make("shared", 2_000, 0.01)
         for call in (other.add("a"), other.might_contain("a")):
             with pytest.raises(seawall.BloomFilterError, match="built with other sizing") as err:
@@ -214,6 +222,7 @@ def test_other_sizing_under_the_same_name_is_refused(target: Target, world: str)
 def test_a_lost_bitmap_is_detected_not_read_as_empty(target: Target, world: str) -> None:
     async def scenario(make: Any, client: Any) -> None:
         bloom = make("evicted", 1_000)
+        await bloom.create()
         await bloom.add_many(["a", "b"])
         await maybe(client.delete(bloom.key))  # as maxmemory eviction would
         with pytest.raises(seawall.BloomFilterError, match=r"damaged.*clear"):
@@ -242,6 +251,7 @@ def flush_scripts(target: Target) -> None:
 def test_scripts_reload_after_script_flush(target: Target, world: str) -> None:
     async def scenario(make: Any, client: Any) -> None:
         bloom = make("flushed", 5_000)
+        await bloom.create()
         await bloom.add_many(ids("a", 1_200))  # several pipelined batches
         flush_scripts(target)
         assert (await bloom.add_many(ids("b", 1_200))).count(True) >= 1_150
@@ -256,6 +266,7 @@ def test_scripts_reload_after_script_flush(target: Target, world: str) -> None:
 def test_auto_backend_falls_back_to_the_bitmap(target: Target, world: str) -> None:
     async def scenario(make: Any, client: Any) -> None:
         bloom = make("auto", 100, backend="auto")
+        await bloom.create()
         assert await bloom.add("x") is True
         assert await bloom.might_contain("x")
         assert await maybe(client.exists(bloom.key)) == 1  # the bitmap, not a BF.* key

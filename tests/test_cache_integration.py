@@ -25,6 +25,7 @@ def wait_until(condition: Any, timeout: float = 5.0) -> None:
 def test_bloom_filter_answers_absent_keys_without_the_loader(target: Target) -> None:
     r = target.sync()
     ids = seawall.BloomFilter(r, "user-ids", capacity=10_000, error_rate=0.001)
+    ids.create()
     ids.add_many(range(100))
     cache = seawall.Cache(r, "users", bloom=ids)
     calls: list[Any] = []
@@ -49,6 +50,7 @@ def test_async_bloom_filter(target: Target) -> None:
     async def main() -> None:
         r = target.aio()
         ids = seawall.aio.BloomFilter(r, "ids-async", capacity=1_000)
+        await ids.create()
         await ids.add("present")
         cache = seawall.aio.Cache(r, "aio-bloom", bloom=ids)
 

@@ -291,7 +291,30 @@ async def async_resolve(value: Any) -> Any:
 
 
 def resolve(value: Any) -> Any:
+    if inspect.isawaitable(value):
+        if asyncio.iscoroutine(value):
+            value.close()  # never awaited: its body did not run
+        raise TypeError(
+            "the handler returned an awaitable: seawall.Idempotent calls handlers "
+            "synchronously; use seawall.aio.Idempotent for async handlers"
+        )
     return value
+
+
+def async_check_handler(handler: Any, what: str) -> None:
+    """A handler that cannot be called here is refused before anything runs."""
+    if not callable(handler):
+        raise TypeError(f"{what}: the handler must be callable, got {handler!r}")
+
+
+def check_handler(handler: Any, what: str) -> None:
+    async_check_handler(handler, what)
+    call = getattr(handler, "__call__", None)  # noqa: B004 - an object with async __call__
+    if inspect.iscoroutinefunction(handler) or inspect.iscoroutinefunction(call):
+        raise TypeError(
+            f"{what}: handler {handler!r} is an async function; seawall.Idempotent calls "
+            "handlers synchronously: use seawall.aio.Idempotent (await guard.run(...)) for it"
+        )
 
 
 class AsyncSlots:

@@ -139,6 +139,7 @@ class StockKeys:
     taken: str  # string int: units taken by orders and not cancelled
     orders: str  # hash: order id -> qty taken, or "c<qty>" once cancelled
     log: str  # stream of order events (op, order, qty), one per successful take or cancel
+    dead: str  # hash: order id -> JSON of a log entry the OrderSink could not save (set aside)
 
 
 def stock_keys(name: str) -> StockKeys:
@@ -149,4 +150,5 @@ def stock_keys(name: str) -> StockKeys:
         taken=f"{base}:taken",
         orders=f"{base}:orders",
         log=f"{base}:log",
+        dead=f"{base}:dead",
     )

@@ -68,6 +68,26 @@ class L1:
             while len(self._entries) > self.max_entries:
                 self._entries.popitem(last=False)
 
+    def replace(self, entries: list[tuple[str, Any, float]], epoch: int | None) -> None:
+        """After our own write of `entries` (key, value, ttl) to Redis: hold them, and move
+        the epoch on, so a read that began before the write cannot store the old value
+        afterwards. If anything was invalidated since `epoch` (taken before the write; None:
+        not known) the entries are dropped instead: a later write may have replaced them.
+        """
+        now = _concurrency.monotonic()
+        with self._mutex:
+            keep = epoch is not None and epoch == self.epoch and self.max_entries > 0
+            self.epoch += 1
+            for key, value, ttl in entries:
+                lifetime = min(ttl, self.ttl)
+                if keep and lifetime > 0:
+                    self._entries[key] = (now + lifetime, value)
+                    self._entries.move_to_end(key)
+                else:
+                    self._entries.pop(key, None)
+            while len(self._entries) > self.max_entries:
+                self._entries.popitem(last=False)
+
     def get_stale(self, key: str, max_age: float) -> Any:
         """The value held for `key` even if expired up to `max_age` seconds ago, or MISSING.
 

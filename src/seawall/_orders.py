@@ -161,7 +161,9 @@ class ReconcileReport:
     before/after: the books as read before and after the repairs. inserted: orders Redis
     holds that the table lacked (written now, cancelled ones as cancelled). cancelled:
     saved orders Redis had cancelled (marked now). conflicts: rows ahead of Redis, left
-    alone (see `Repairs`). `balanced` is the proof: after the repairs, units on sale =
+    alone (see `Repairs`). set_aside: (order id, error) of orders the database refuses
+    (the sink set their log entries aside, and a retry now failed again): a person must
+    fix the row or the table. `balanced` is the proof: after the repairs, units on sale =
     units available + units in saved orders, and no conflict remains.
     """
 
@@ -172,6 +174,7 @@ class ReconcileReport:
     cancelled: tuple[str, ...]
     conflicts: tuple[str, ...]
     repaired: bool
+    set_aside: tuple[tuple[str, str], ...] = ()
 
     @property
     def balanced(self) -> bool:
@@ -193,4 +196,8 @@ class ReconcileReport:
             f"{verb} {len(self.inserted)} missing and {len(self.cancelled)} cancelled "
             f"order(s); {len(self.conflicts)} conflict(s)"
             + ("" if self.balanced else " - NOT balanced")
+            + "".join(
+                f"\n  set aside, the database refuses it: order {order_id!r} ({error})"
+                for order_id, error in self.set_aside
+            )
         )

@@ -29,8 +29,9 @@ Dialect = Literal["sqlite", "postgresql", "mysql"]
 DEFAULT_TABLE = "seawall_orders"
 # Letters, digits, underscores: a table name goes into SQL text, so nothing else is let in.
 _TABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
-# 191 characters of utf8mb4 keep MySQL's older index-size limit happy.
-_KEY_CHARS = 191
+# 191 characters of utf8mb4 keep MySQL's older index-size limit happy; Stock.take accepts
+# no longer order id (in bytes, so in characters too), and OrderSink no longer stock name.
+KEY_CHARS = 191
 
 
 def check_table_name(table: Any) -> str:
@@ -45,8 +46,8 @@ def check_table_name(table: Any) -> str:
 def create_sql(table: str) -> str:
     return (
         f"CREATE TABLE IF NOT EXISTS {table} ("
-        f"stock VARCHAR({_KEY_CHARS}) NOT NULL, "
-        f"order_id VARCHAR({_KEY_CHARS}) NOT NULL, "
+        f"stock VARCHAR({KEY_CHARS}) NOT NULL, "
+        f"order_id VARCHAR({KEY_CHARS}) NOT NULL, "
         "qty INTEGER NOT NULL, "
         "cancelled SMALLINT NOT NULL DEFAULT 0, "
         "saved_at TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP, "
@@ -333,6 +334,17 @@ def open_table(database: Any, table: str = DEFAULT_TABLE) -> OrderTable:
         f"database must be a str or pathlib.Path, got {type(database).__qualname__}: "
         f"{_WHAT_TO_PASS}"
     )
+
+
+def row_errors(table: OrderTable) -> tuple[type[BaseException], ...]:
+    """Errors a row's own content may cause (a value too long or of bytes the database
+    refuses, a constraint it breaks): the same row fails again however often it is retried,
+    unlike an outage or a mistake in the SQL."""
+    if isinstance(table, SQLAlchemyTable):
+        import sqlalchemy.exc
+
+        return (sqlalchemy.exc.DataError, sqlalchemy.exc.IntegrityError)
+    return (sqlite3.DataError, sqlite3.IntegrityError)
 
 
 def transient_errors(table: OrderTable) -> tuple[type[BaseException], ...]:

@@ -19,8 +19,10 @@ from seawall.errors import (
 # Redis counts in 64-bit integers but Lua compares in doubles, exact up to 2**53: stay
 # well below it so no comparison inside a script can round.
 MAX_UNITS = 10**15
-# Order ids are hash fields and stream values, kept short enough to log and index.
-MAX_ORDER_ID_BYTES = 200
+# Order ids are hash fields and stream values, kept short enough to log and index, and
+# to fit the orders table's VARCHAR(191) (seawall._sql): at most 191 bytes of UTF-8 is at
+# most 191 characters, so every id a take accepts is one an OrderSink can save.
+MAX_ORDER_ID_BYTES = 191
 
 # Codes the stock scripts return first (see the headers in seawall/lua/stock_*.lua).
 TAKEN = 1

@@ -118,3 +118,17 @@ class IdempotencyTimeout(SeawallError):
     def __init__(self, message: str, *, message_id: str | None = None) -> None:
         super().__init__(message)
         self.message_id = message_id
+
+
+class IdempotentOutcomeError(SeawallError):
+    """The handler already ran for this message, but its outcome was not recorded.
+
+    Its return value could not be encoded as JSON (a datetime, a Decimal, an object), so
+    the run was recorded as done without it: the caller that ran the handler got the live
+    value, later deliveries get this error. The message is handled: ack it. Return plain
+    JSON types from the handler to have the outcome recorded.
+    """
+
+    def __init__(self, message: str, *, message_id: str | None = None) -> None:
+        super().__init__(message)
+        self.message_id = message_id

@@ -163,3 +163,19 @@ def test_msgpack_serializer_round_trips_bytes_and_refuses_clearly() -> None:
     assert codec.loads(payload) == {"blob": b"\x00\xff", "n": [1, 2]}
     with pytest.raises(CacheSerializationError, match="msgpack"):
         encode(codec, object(), "n", "k")
+
+
+def test_l1_replace_after_own_write_shuts_out_reads_begun_before_it() -> None:
+    l1 = L1(10, 60.0)
+    reader_epoch = l1.epoch  # a read of the old value began
+    writer_epoch = l1.epoch  # our own write began
+    l1.replace([("k", "new", 30.0)], writer_epoch)  # the write returned
+    l1.put("k", "old", None, reader_epoch)  # the read lands late: refused
+    assert l1.get("k") == "new"
+    # Something invalidated the key while our write ran: nothing is kept.
+    writer_epoch = l1.epoch
+    l1.discard("other")
+    l1.replace([("k", "newer", 30.0)], writer_epoch)
+    assert l1.get("k") is MISSING
+    l1.replace([("k", "v", 30.0)], None)  # not listening: only dropped
+    assert l1.get("k") is MISSING

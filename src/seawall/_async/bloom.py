@@ -5,6 +5,11 @@ the same hash tag, so every script runs on Redis Cluster). Each item's digest is
 here (`seawall._bloom`); the scripts walk its k bit offsets and set or read them, in batches
 of `BATCH` items per script call and up to `PIPELINE` calls per round trip.
 
+A filter exists in Redis only once created: `create()` (or `clear()`) writes it, and
+`add` never does. A filter whose keys are all gone (never created, or lost to FLUSHALL,
+eviction or a failover to an empty replica) raises BloomFilterError rather than reading as
+empty, which would report every item it held as absent.
+
 With `backend="auto"` the server's own BF.* commands (RedisBloom, valkey-bloom) are used
 when it has them; they are looked for once per filter object.
 """
@@ -38,8 +43,9 @@ BACKENDS = ("bitmap", "auto")
 class AsyncBloomFilter:
     """A Bloom filter of `capacity` items at `error_rate` false positives, kept in Redis.
 
+    Call `create()` once (it does nothing if the filter exists) before adding items.
     No false negatives: an added item is always found (unless the filter is cleared or its
-    key removed, which is detected and raised, see `BloomFilterError`). Items are str, bytes
+    keys removed, which is detected and raised, see `BloomFilterError`). Items are str, bytes
     or int; 42, "42" and b"42" are the same item, as they are to Redis.
     """
 
@@ -102,6 +108,33 @@ class AsyncBloomFilter:
     def __contains__(self, item: Any) -> bool:
         return async_membership(self, item)
 
+    async def create(self) -> bool:
+        """Create the filter, empty, if it does not exist; True when this call created it.
+
+        Needed once before the first add: a filter that does not exist is an error for
+        add and might_contain (see the class docstring). A filter that exists (even
+        damaged, or sized otherwise) is left as it is.
+        """
+        if await self._uses_module():
+            client: Any = self._client  # execute_command: untyped in redis
+            try:
+                await client.execute_command(
+                    "BF.RESERVE", self._module_key, self.error_rate, self.capacity
+                )
+            except RedisError as exc:
+                if "exists" not in str(exc).lower():
+                    raise
+                return False
+            return True
+        sizing = self._sizing
+        args = (sizing.signature, sizing.hashes, sizing.bits, b"", "1")
+        reply = await run_script(self._client, _ADD, self._keys, args)
+        if int(reply[0]) == 4:
+            return True
+        if int(reply[0]) == 0:
+            self._flags(reply)  # other sizing: raises
+        return False  # it exists (damaged or not: the next add or check says which)
+
     async def add(self, item: Any) -> bool:
         """Add one item; True when it was not in the filter before (as far as it can tell)."""
         return (await self.add_many((item,)))[0]
@@ -125,8 +158,9 @@ class AsyncBloomFilter:
         return await self._bitmap_call(_CHECK, encoded)
 
     async def clear(self) -> None:
-        """Empty the filter (one DEL of its keys; the next add starts a new one)."""
+        """Empty the filter: its keys are deleted, then it is created anew, empty."""
         await self._client.delete(*self._keys, self._module_key)
+        await self.create()
 
     def _encode(self, items: Iterable[Any]) -> list[bytes]:
         if isinstance(items, str | bytes):
@@ -143,7 +177,7 @@ class AsyncBloomFilter:
         head = (sizing.signature, sizing.hashes, sizing.bits)
         calls = []
         for batch in _bloom.batches(encoded, BATCH):
-            calls.append((*head, _bloom.pack_starts(batch, sizing)))
+            calls.append((*head, _bloom.pack_starts(batch, sizing), ""))
         found: list[bool] = []
         for group in _bloom.batches(calls, PIPELINE):
             for reply in await self._run_all(script, group):
@@ -182,11 +216,24 @@ class AsyncBloomFilter:
                 f"again",
                 filter_name=self.name,
             )
+        if status == 3:
+            raise self._missing()
         raise BloomFilterError(
             f"Bloom filter {self.name!r} is damaged: {self.key!r} or {self._signature_key!r} "
             f"was removed without the other (evicted under maxmemory, or deleted by hand), so "
             f"it may have lost items: clear() it and add the items again, and keep its keys "
             f"out of eviction (maxmemory-policy noeviction or volatile-*)",
+            filter_name=self.name,
+        )
+
+    def _missing(self) -> BloomFilterError:
+        return BloomFilterError(
+            f"Bloom filter {self.name!r} does not exist in Redis (no {self.key!r}): it was "
+            f"never created, or it was lost with every item in it (FLUSHALL, eviction under "
+            f"maxmemory, a failover to an empty replica). An empty filter would answer "
+            f"'surely absent' for rows that exist, so it is not read as one. Rebuild it: "
+            f"create() (or clear()), then add_many() every item from the source of truth; "
+            f"keep its keys out of eviction",
             filter_name=self.name,
         )
 
@@ -209,11 +256,20 @@ class AsyncBloomFilter:
     async def _module_call(self, command: str, encoded: list[bytes]) -> list[bool]:
         if not encoded:
             return []
-        sizing = ("CAPACITY", self.capacity, "ERROR", self.error_rate, "ITEMS")
         pipe: Any = self._client.pipeline(transaction=False)  # execute_command: untyped in redis
+        # Asked in the same round trip: BF.MEXISTS reads a missing filter as empty.
+        pipe.execute_command("EXISTS", self._module_key)
         for batch in _bloom.batches(encoded, BATCH):
             if command == "BF.INSERT":
-                pipe.execute_command(command, self._module_key, *sizing, *batch)
+                pipe.execute_command(command, self._module_key, "NOCREATE", "ITEMS", *batch)
             else:
                 pipe.execute_command(command, self._module_key, *batch)
-        return [bool(flag) for reply in await pipe.execute() for flag in reply]
+        try:
+            exists, *replies = await pipe.execute()
+        except RedisError as exc:
+            if "not found" in str(exc).lower():
+                raise self._missing() from exc
+            raise
+        if not int(exists):
+            raise self._missing()
+        return [bool(flag) for reply in replies for flag in reply]

@@ -280,14 +280,12 @@ class AsyncCacheCore(AsyncCacheBase):
         if self.bloom is None:
             return True
         try:
-            return bool(await async_call_loader(functools.partial(self.bloom.might_contain, key)))
+            admits = bool(await async_call_loader(functools.partial(self.bloom.might_contain, key)))
         except Exception as exc:  # the filter only saves loads: without it, load
-            _concurrency.log.warning(
-                "seawall: cache %r: the Bloom filter failed (%r); calling the loader",
-                self.namespace,
-                exc,
-            )
+            self._bloom_failed(exc, "calling the loader, nothing is cached as absent on its word")
             return True
+        self._bloom_warned = False
+        return admits
 
     async def _load_and_store(
         self,
@@ -359,7 +357,9 @@ class AsyncCacheCore(AsyncCacheBase):
                 self._lead(took),
             ),
         )
-        if int(written):
+        if int(written) and not token:
+            self.l1.replace([(key, value, fresh)], epoch)  # an explicit set: see L1.replace
+        elif int(written):
             self._remember(key, value, fresh, epoch)
         else:
             self._counters.add("voided")

@@ -10,13 +10,21 @@ the COMMIT. Whatever dies, and wherever:
 - after the COMMIT, before the acknowledgement: the same, and writing them again changes
   nothing (the row exists; a cancel stays a cancel).
 So each order is one row, whatever the number of sinks, crashes and replays.
+
+An entry the database refuses for its own content (a CHECK it breaks, bytes it cannot
+store) fails again however often it is retried: when a batch fails so, its rows are saved
+one at a time, and a row that still fails is set aside (logged, kept in the stock's
+dead-letter hash, listed by reconcile()) and acknowledged, so later orders are not held up
+behind it for ever.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import secrets
 import socket
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
@@ -27,13 +35,21 @@ from seawall._async.scripts import run_script
 from seawall._concurrency import async_offload, async_sleep, log
 from seawall._keys import stock_keys
 from seawall._orders import (
+    OrderChange,
     ReconcileReport,
     balance,
     change_from_entry,
     parse_order_value,
     plan_repairs,
 )
-from seawall._sql import DEFAULT_TABLE, OrderTable, open_table, transient_errors
+from seawall._sql import (
+    DEFAULT_TABLE,
+    KEY_CHARS,
+    OrderTable,
+    open_table,
+    row_errors,
+    transient_errors,
+)
 from seawall._validate import check_async_client, check_name, check_seconds, check_timeout
 from seawall.errors import DrainTimeout
 
@@ -95,6 +111,12 @@ class AsyncOrderSink:
         self._client = check_async_client(client, "OrderSink")
         name = stock if isinstance(stock, str) else getattr(stock, "name", None)
         self.stock_name = check_name(name, "OrderSink stock")
+        if len(self.stock_name) > KEY_CHARS:
+            raise ValueError(
+                f"OrderSink: stock name {self.stock_name[:40]!r}... has "
+                f"{len(self.stock_name)} characters; the orders table's stock column holds "
+                f"at most {KEY_CHARS}: sell it under a shorter Stock name"
+            )
         self.keys = stock_keys(self.stock_name)
         self.group = check_name(group, "OrderSink group")
         self.consumer = check_name(
@@ -112,6 +134,7 @@ class AsyncOrderSink:
             *_REDIS_TRANSIENT,
             *transient_errors(self.table),
         )
+        self._row_errors = row_errors(self.table)
         self._group_ready = False
         # A consumer restarted under the same name first finishes what it had read.
         self._own_pending = True
@@ -223,19 +246,28 @@ class AsyncOrderSink:
         before = balance(on_sale, available, orders, saved)
         repairs = plan_repairs(orders, saved)
         if repair and repairs.write:
-            await async_offload(self.table.apply, self.stock_name, repairs.write)
+            # Orders set aside by the sink are tried again here: fixed since, they are saved.
+            await self._apply_or_set_aside([(None, change) for change in repairs.write])
         saved = await async_offload(self.table.saved, self.stock_name)
         on_sale, available, orders = await self._books()
         after = balance(on_sale, available, orders, saved)
         conflicts = plan_repairs(orders, saved).conflicts
+        aside = await self._set_aside_orders()
+        resolved = [
+            order for order in aside if order in saved and saved[order] == orders.get(order)
+        ]
+        if repair and resolved:
+            await self._client.hdel(self.keys.dead, *resolved)
+        unresolved = {o: e for o, e in aside.items() if o not in resolved}
         return ReconcileReport(
             stock=self.stock_name,
             before=before,
             after=after,
-            inserted=repairs.inserted,
-            cancelled=repairs.cancelled,
+            inserted=tuple(order for order in repairs.inserted if order not in unresolved),
+            cancelled=tuple(order for order in repairs.cancelled if order not in unresolved),
             conflicts=conflicts,
             repaired=repair,
+            set_aside=tuple(sorted(unresolved.items())),
         )
 
     def saved_count(self, *, cancelled: bool | None = False) -> int:
@@ -309,6 +341,18 @@ class AsyncOrderSink:
             return "unknown"
         return str(summary.get("pending", 0) if summary else 0)
 
+    async def _set_aside_orders(self) -> dict[str, str]:
+        """Order id -> the database's error, for every entry set aside on this stock."""
+        found = await self._client.hgetall(self.keys.dead)
+        aside = {}
+        for order, record in found.items():
+            try:
+                error = str(json.loads(_scripts.reply_text(record)).get("error", ""))
+            except (ValueError, AttributeError):
+                error = _scripts.reply_text(record)
+            aside[_scripts.reply_text(order)] = error
+        return aside
+
     async def _books(self) -> tuple[int, int, dict[str, tuple[int, bool]]]:
         keys = self.keys
         on_sale, available, flat = await run_script(
@@ -327,11 +371,11 @@ class AsyncOrderSink:
 
     async def _save(self, entries: list[Any]) -> int:
         ids = [_scripts.reply_text(entry_id) for entry_id, _ in entries]
-        changes = []
+        changes: list[tuple[str | None, OrderChange]] = []
         for entry_id, fields in entries:
             change = change_from_entry(fields)
             if change is not None:
-                changes.append(change)
+                changes.append((_scripts.reply_text(entry_id), change))
             elif fields:
                 log.warning(
                     "seawall: %r: log entry %s is not a take or cancel (%r); acknowledged "
@@ -343,7 +387,7 @@ class AsyncOrderSink:
         self._hook("read", ids)
         if changes:
             try:
-                await async_offload(self.table.apply, self.stock_name, changes)
+                await self._apply_or_set_aside(changes)
             except BaseException:
                 self._own_pending = True  # they stay pending on us: retry them first
                 raise
@@ -357,9 +401,66 @@ class AsyncOrderSink:
             raise
         return len(ids)
 
+    async def _apply_or_set_aside(self, changes: list[tuple[str | None, OrderChange]]) -> None:
+        """Write `changes` in one transaction; if the database refuses a row of them, each
+        in its own, and set aside the rows it still refuses. Other errors propagate."""
+        try:
+            await async_offload(self.table.apply, self.stock_name, [c for _, c in changes])
+            return
+        except self._row_errors as exc:
+            if len(changes) == 1:
+                await self._set_aside(*changes[0], exc)
+                return
+            log.warning(
+                "seawall: %r: the database refused a batch of %d orders (%s); saving them one "
+                "at a time",
+                self,
+                len(changes),
+                _short(exc),
+            )
+        for entry_id, change in changes:
+            try:
+                await async_offload(self.table.apply, self.stock_name, [change])
+            except self._row_errors as exc:
+                await self._set_aside(entry_id, change, exc)
+
+    async def _set_aside(
+        self, entry_id: str | None, change: OrderChange, exc: BaseException
+    ) -> None:
+        """Keep an order the database refuses in the dead-letter hash (before its entry is
+        acknowledged: a crash in between only sets it aside again), and say so loudly."""
+        error = _short(exc)
+        record = {
+            "op": "cancel" if change.cancelled else "take",
+            "qty": change.qty,
+            "entry": entry_id,
+            "error": error,
+            "at": time.time(),
+        }
+        await self._client.hset(self.keys.dead, change.order_id, json.dumps(record))
+        log.error(
+            "seawall: %r: order %r (%s of %d units, log entry %s) cannot be saved, the "
+            "database refuses it: %s. It is set aside in %s and the log goes on; fix the row "
+            "or the table, then reconcile() saves it",
+            self,
+            change.order_id,
+            record["op"],
+            change.qty,
+            entry_id,
+            error,
+            self.keys.dead,
+        )
+
     def _hook(self, stage: str, ids: Sequence[str]) -> None:
         if self._checkpoint is not None:
             self._checkpoint(stage, ids)
+
+
+def _short(exc: BaseException) -> str:
+    """The database's own message, first line: SQLAlchemy adds the SQL and every parameter."""
+    cause = getattr(exc, "orig", None) or exc
+    text = str(cause).strip().splitlines()
+    return f"{type(cause).__name__}: {text[0][:300] if text else ''}"
 
 
 def _entries_of(reply: Any) -> list[Any]:

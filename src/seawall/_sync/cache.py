@@ -34,7 +34,7 @@ from seawall._validate import (
     check_timeout,
     decodes_responses,
 )
-from seawall.errors import CacheUnavailable
+from seawall.errors import BloomFilterError, CacheUnavailable
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -205,9 +205,14 @@ class Cache(CacheCore):
         entry_ttl = self._ttl(ttl)
         payload = encode(self._serializer, value, self.namespace, text)
         if value is not None and self.bloom is not None:
-            call_loader(functools.partial(self.bloom.add, text))
+            try:
+                call_loader(functools.partial(self.bloom.add, text))
+            except BloomFilterError as exc:  # lost or damaged: checks let every key load
+                self._bloom_failed(exc, f"key {text!r} is written but not added to it")
         epoch = self._fill_epoch()
         keys = cache_keys(self.namespace, text)
+        # Our L1 takes the value after the write (L1.replace): a read of this process
+        # that began before it cannot store the old value afterwards.
         self._store(keys, text, "", value, payload, 0.0, entry_ttl, epoch)
         self._dropped_here(text)
 
@@ -221,6 +226,10 @@ class Cache(CacheCore):
             cache_keys(self.namespace, text).all,
             ("", CACHE_WAKE_PREFIX, channel, message),
         )
+        # Again once Redis no longer holds the value: a read of this process that fetched
+        # it between the first drop and the write must not keep it (our own invalidation
+        # message is ignored here). The drop moves the epoch on, so that read's fill fails.
+        self.l1.discard(text)
         self._dropped_here(text)
 
     def warm(
@@ -239,16 +248,15 @@ class Cache(CacheCore):
             payload = encode(self._serializer, value, self.namespace, text)
             fresh, stale = self._entry_ttls(value, entry_ttl)
             prepared.append((text, value, payload, fresh, stale))
-        epoch = self._fill_epoch()
         if not isinstance(self._client, redis.cluster.RedisCluster):
             self._client.script_load(_STORE.source)
         for start in range(0, len(prepared), WARM_BATCH):
             batch = prepared[start : start + WARM_BATCH]
             try:
-                self._warm_batch(batch, epoch)
+                self._warm_batch(batch, self._fill_epoch())
             except NoScriptError:  # a node restarted or failed over meanwhile
                 self._client.script_load(_STORE.source)
-                self._warm_batch(batch, epoch)
+                self._warm_batch(batch, self._fill_epoch())
         # One message for the lot: every other L1 of this namespace starts afresh.
         self._client.publish(*self._invalidation(None))
         listener = self._listener()
@@ -259,15 +267,17 @@ class Cache(CacheCore):
     def _warm_batch(
         self, batch: list[tuple[str, Any, bytes, float, float]], epoch: int | None
     ) -> None:
+        """Write a batch, then put it in our L1 (as set() does, after the write: a read
+        that began before it cannot keep the old value here)."""
         lead = self._lead(0.0)
         if isinstance(self._client, redis.cluster.RedisCluster):
             # redis-py refuses scripts in Cluster pipelines: one call per entry there.
-            for text, value, payload, fresh, stale in batch:
+            for text, _value, payload, fresh, stale in batch:
                 args = ("", payload, ms(fresh + stale), ms(stale) if stale else 0, 0)
                 tail = (CACHE_WAKE_PREFIX, "", "", 0, lead)
                 keys = cache_keys(self.namespace, text).all
                 run_script(self._client, _STORE, keys, (*args, *tail))
-                self._remember(text, value, fresh, epoch)
+            self.l1.replace([(text, value, fresh) for text, value, _, fresh, _ in batch], epoch)
             return
         pipe = self._client.pipeline(transaction=False)
         for text, _value, payload, fresh, stale in batch:
@@ -288,8 +298,7 @@ class Cache(CacheCore):
                 lead,
             )
         pipe.execute()
-        for text, value, _payload, fresh, _stale in batch:
-            self._remember(text, value, fresh, epoch)
+        self.l1.replace([(text, value, fresh) for text, value, _, fresh, _ in batch], epoch)
 
     def cached(
         self, ttl: float | None = None, key: Callable[..., Any] | None = None

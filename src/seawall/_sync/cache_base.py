@@ -101,6 +101,8 @@ class CacheBase:
         self._sender = uuid.uuid4().hex
         # How long (ms) our L1 keeps an entry (0: off); a plain hit's lead must cover it.
         self._l1_ms = math.ceil(l1.ttl * 1000) if l1.max_entries else 0
+        # The Bloom filter's failure was logged (again only once it has worked meanwhile).
+        self._bloom_warned = False
 
     # --- the L1 and the invalidation broadcast -------------------------------------------
 
@@ -143,6 +145,18 @@ class CacheBase:
         listener = self._listener()
         if listener is not None:
             listener.discard_local(self.namespace, key, skip=self.l1)
+
+    def _bloom_failed(self, exc: Exception, doing: str) -> None:
+        """Log a failing Bloom filter once, not on every miss while it stays broken."""
+        if self._bloom_warned:
+            return
+        self._bloom_warned = True
+        _concurrency.log.warning(
+            "seawall: cache %r: the Bloom filter failed (%s); %s. Logged once until it works again",
+            self.namespace,
+            exc,
+            doing,
+        )
 
     # --- Redis: a fresh hit is a plain read ----------------------------------------------
 

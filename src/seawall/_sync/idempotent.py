@@ -16,6 +16,9 @@ What "once" means, precisely (see docs/orders.md):
   then another delivery runs the handler too. Redis losing the record (a restart without
   appendfsync always, a failover to a lagging replica) has the same effect.
 - If the handler raises, nothing is recorded: the next delivery runs it again.
+- If it returns a value JSON cannot encode, its run is recorded as done all the same (the
+  handler is never run twice for that): its caller gets the value, later deliveries
+  IdempotentOutcomeError.
 - If the claimant dies mid-handler, the handler's effects so far stay and another delivery
   runs it again after the lease: effects outside a transaction may happen twice.
 Exactly once for a database write needs the write and the dedupe mark in one transaction:
@@ -32,10 +35,10 @@ from typing import Any
 from seawall import _concurrency, _lease, _scripts
 from seawall._sync.renewer import get_renewer
 from seawall._sync.scripts import run_script
-from seawall._concurrency import resolve
+from seawall._concurrency import check_handler, resolve
 from seawall._keys import tagged
 from seawall._validate import check_client, check_name, check_seconds, check_timeout
-from seawall.errors import IdempotencyTimeout
+from seawall.errors import IdempotencyTimeout, IdempotentOutcomeError
 
 _CLAIM = _scripts.load("idempotent_claim")
 _FINISH = _scripts.load("idempotent_finish")
@@ -44,15 +47,19 @@ _EXTEND = _scripts.load("idempotent_extend")
 # A BLPOP must end before the client's socket timeout would cut it off.
 _SOCKET_MARGIN = 0.8
 
+# Recorded instead of an outcome JSON cannot encode; never valid JSON, so never an outcome.
+_UNRECORDED = "!unrecorded:"
+
 
 class _Claim:
     """One running claim, as the renewer holds it."""
 
-    __slots__ = ("key", "token")
+    __slots__ = ("key", "message_id", "token")
 
-    def __init__(self, key: str, token: str) -> None:
+    def __init__(self, key: str, token: str, message_id: str) -> None:
         self.key = key
         self.token = token
+        self.message_id = message_id
 
 
 class Idempotent:
@@ -97,13 +104,16 @@ class Idempotent:
     ) -> Any:
         """`handler(*args, **kwargs)`'s outcome: run now, or recorded by an earlier run.
 
-        The outcome must be JSON-serializable (it is returned decoded from JSON to
-        duplicates, so a tuple comes back as a list). A handler that raises records
-        nothing and the exception propagates: the next delivery runs it again.
+        The outcome is recorded as JSON (returned decoded to duplicates, so a tuple comes
+        back as a list). One JSON cannot encode still counts as a run: this caller gets it,
+        later deliveries raise IdempotentOutcomeError (the message is handled). A handler
+        that raises records nothing and the exception propagates: the next delivery runs
+        it again.
         """
         if isinstance(message_id, int) and not isinstance(message_id, bool):
             message_id = str(message_id)
         message_id = check_name(message_id, "Idempotent message id")
+        check_handler(handler, f"Idempotent {self.namespace!r}")
         key = self.key(message_id)
         token = secrets.token_hex(16)
         deadline = None if self.timeout is None else _concurrency.monotonic() + self.timeout
@@ -113,9 +123,10 @@ class Idempotent:
             reply = run_script(self._client, _CLAIM, (key,), (token, lease_ms))
             state = _scripts.reply_text(reply[0])
             if state == "done":
-                return json.loads(_scripts.reply_text(reply[1]))
+                return self._outcome(message_id, _scripts.reply_text(reply[1]))
             if state == "claimed":
-                return self._run_claimed(key, token, sent, handler, args, kwargs)
+                claim = _Claim(key, token, message_id)
+                return self._run_claimed(claim, sent, handler, args, kwargs)
             remaining = None if deadline is None else deadline - _concurrency.monotonic()
             if remaining is not None and remaining <= 0:
                 raise IdempotencyTimeout(
@@ -130,13 +141,24 @@ class Idempotent:
 
     def recorded(self, message_id: str) -> tuple[bool, Any]:
         """(True, outcome) if `message_id` was handled (within ttl), else (False, None)."""
-        return self._recorded_at(self.key(message_id))
+        return self._recorded_at(message_id)
 
-    def _recorded_at(self, key: str) -> tuple[bool, Any]:
-        state, outcome = self._client.hmget(key, ["state", "outcome"])
+    def _recorded_at(self, message_id: str) -> tuple[bool, Any]:
+        state, outcome = self._client.hmget(self.key(message_id), ["state", "outcome"])
         if state is None or _scripts.reply_text(state) != "done":
             return False, None
-        return True, json.loads(_scripts.reply_text(outcome))
+        return True, self._outcome(message_id, _scripts.reply_text(outcome))
+
+    def _outcome(self, message_id: str, text: str) -> Any:
+        if not text.startswith(_UNRECORDED):
+            return json.loads(text)
+        raise IdempotentOutcomeError(
+            f"message {message_id!r} of {self.namespace!r} was handled, but its outcome "
+            f"({text.removeprefix(_UNRECORDED)}) was not JSON and could not be recorded: "
+            "the handler is not run again; ack the message. Return plain JSON types from the "
+            "handler to have its outcome recorded",
+            message_id=message_id,
+        )
 
     def forget(self, message_id: str) -> None:
         """Drop the record of `message_id`: its next delivery runs the handler again."""
@@ -145,28 +167,41 @@ class Idempotent:
 
     def _run_claimed(
         self,
-        key: str,
-        token: str,
+        claim: _Claim,
         sent: float,
         handler: Callable[..., Any],
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> Any:
-        claim = _Claim(key, token)
         renewer = get_renewer()
         renewer.add(self, claim, _lease.renew_at(sent, self.lease))
         try:
             outcome = resolve(handler(*args, **kwargs))
-            encoded = json.dumps(outcome)
         except BaseException:
             renewer.discard(claim)
             self._finish(claim, "abandon", "")
             raise
         renewer.discard(claim)
+        # The handler ran: that is recorded whatever it returned, or a redelivery would
+        # run it again (charge the card again) only because its result is not JSON.
+        try:
+            encoded = json.dumps(outcome)
+        except (TypeError, ValueError) as exc:
+            encoded = f"{_UNRECORDED}{type(outcome).__qualname__}, {exc}"
+            _concurrency.log.warning(
+                "seawall: Idempotent %r: the outcome of %s is not JSON (%s); the run is "
+                "recorded as done without it, later deliveries get IdempotentOutcomeError",
+                self.namespace,
+                claim.key,
+                exc,
+            )
         if self._finish(claim, "done", encoded):
             return outcome
         # Our lease ran out and another claimant recorded first: its outcome stands.
-        found, recorded = self._recorded_at(claim.key)
+        try:
+            found, recorded = self._recorded_at(claim.message_id)
+        except IdempotentOutcomeError:
+            return outcome
         return recorded if found else outcome
 
     def _finish(self, claim: _Claim, how: str, encoded: str) -> bool:

@@ -6,17 +6,22 @@
 --         uint32s, x1 y1 x2 y2 ...; an item's k offsets are x, then x = (x + y) % m and
 --         y = (y + i) % m after the i-th (seawall._bloom.positions)
 -- returns {1, flag per item, in order}: flag 1 when all the item's bits are set (maybe
---              present), 0 when one is not (surely absent); all 0 for a filter never
---              written;
+--              present), 0 when one is not (surely absent);
 --         {0, stored signature}: the filter was built with other sizing;
 --         {2}: the bitmap or its signature is gone without the other (evicted or
---              deleted by hand), so the filter has lost items
+--              deleted by hand), so the filter has lost items;
+--         {3}: neither key exists: the filter was never created (create()), or was lost
+--              whole (FLUSHALL, eviction, failover to an empty replica); never read as
+--              empty, which would answer "absent" for every item it held
 local stored = redis.call('get', KEYS[2])
 local exists = redis.call('exists', KEYS[1])
 if stored and stored ~= ARGV[1] then
   return {0, stored}
 end
-if (stored and exists == 0) or (not stored and exists == 1) then
+if not stored and exists == 0 then
+  return {3}
+end
+if not stored or exists == 0 then
   return {2}
 end
 local k = tonumber(ARGV[2])
@@ -25,18 +30,14 @@ local reply = {1}
 local starts = ARGV[4]
 for at = 1, #starts, 8 do
   local found = 1
-  if exists == 1 then
-    local x, y = struct.unpack('<I4I4', starts, at)
-    for i = 1, k do
-      if redis.call('getbit', KEYS[1], x) == 0 then
-        found = 0
-        break
-      end
-      x = (x + y) % m
-      y = (y + i) % m
+  local x, y = struct.unpack('<I4I4', starts, at)
+  for i = 1, k do
+    if redis.call('getbit', KEYS[1], x) == 0 then
+      found = 0
+      break
     end
-  else
-    found = 0
+    x = (x + y) % m
+    y = (y + i) % m
   end
   reply[#reply + 1] = found
 end

@@ -3,7 +3,8 @@
 -- ARGV[1] claimant's token   ARGV[2] lease (ms)
 -- returns {"done", outcome}       the handler already ran; its recorded outcome
 --         {"running", pttl (ms)}  another claimant runs it; the caller is counted as a
---                                 waiter, to be woken when it finishes or gives up
+--                                 waiter (once per token, however often it looks
+--                                 again), to be woken when it finishes or gives up
 --         {"claimed"}             the caller runs it now, under a lease of ARGV[2] ms
 --
 -- A claimant that dies stops renewing its lease; the record then expires and the next
@@ -22,7 +23,9 @@ if state == 'running' and record[2] == ARGV[1] then
   return {'claimed'}
 end
 if state == 'running' then
-  redis.call('hincrby', KEYS[1], 'waiters', 1)
+  if redis.call('hsetnx', KEYS[1], 'w:' .. ARGV[1], 1) == 1 then
+    redis.call('hincrby', KEYS[1], 'waiters', 1)
+  end
   return {'running', redis.call('pttl', KEYS[1])}
 end
 redis.call('hset', KEYS[1], 'state', 'running', 'token', ARGV[1], 'waiters', 0)

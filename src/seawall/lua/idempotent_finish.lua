@@ -23,8 +23,9 @@ local waiters = tonumber(redis.call('hget', KEYS[1], 'waiters') or '0')
 if ARGV[2] == 'done' then
   -- Recorded even if our lease ran out and another claimant runs now: the handler did
   -- run, and the first outcome recorded is the one every delivery returns.
+  -- Rewritten whole: the waiters' marks (w:<token>) go with the count.
+  redis.call('del', KEYS[1])
   redis.call('hset', KEYS[1], 'state', 'done', 'token', ARGV[1], 'outcome', ARGV[3])
-  redis.call('hdel', KEYS[1], 'waiters')
   redis.call('pexpire', KEYS[1], ARGV[4])
 elseif redis.call('hget', KEYS[1], 'token') == ARGV[1] then
   redis.call('del', KEYS[1])
