@@ -46,6 +46,7 @@ def _use_every_family(r: redis.Redis) -> None:
     assert stock.take("o-1")
     assert seawall.Idempotent(r, "evict:idem").run("m-1", lambda: 1) == 1
     bloom = seawall.BloomFilter(r, "evict:bloom", 100)
+    bloom.create()
     bloom.add("x")
 
 

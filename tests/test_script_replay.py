@@ -219,7 +219,8 @@ def test_fenced_write_replay_says_written(standalone: Target) -> None:
 def test_stock_take_replay_takes_once(standalone: Target) -> None:
     r = standalone.sync()
     keys = stock_keys("replay")
-    run_script(r, script("stock_put"), (keys.onsale, keys.avail, keys.taken), (10,))
+    put = (keys.onsale, keys.avail, keys.taken, keys.orders)
+    run_script(r, script("stock_put"), put, (10, "0"))
     take = (keys.avail, keys.taken, keys.orders, keys.log, keys.onsale)
     assert twice(r, "stock_take", take, ("order-1", 3)) == [1, 2]
     assert int(r.get(keys.avail)) == 7
