@@ -9,61 +9,21 @@ must stay out. Every primitive of the lock family, in both worlds, on real serve
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import itertools
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 import redis
 import redis.asyncio
 from conftest import Target
+from owners import TaskOwner, ThreadOwner
 
 import seawall
 import seawall.aio
 
 TTL = 0.3  # A's lease, never renewed
 _names = itertools.count()
-
-
-class ThreadOwner:
-    """An owner in the sync world: one thread that runs every call it is given."""
-
-    def __init__(self) -> None:
-        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
-
-    async def do(self, call: Callable[[], Any]) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self._pool, call)
-
-    async def close(self) -> None:
-        self._pool.shutdown(wait=True)
-
-
-class TaskOwner:
-    """An owner in the asyncio world: one task that awaits every call it is given."""
-
-    def __init__(self) -> None:
-        self._calls: asyncio.Queue[Any] = asyncio.Queue()
-        self._task = asyncio.create_task(self._serve())
-
-    async def _serve(self) -> None:
-        while True:
-            call, done = await self._calls.get()
-            if call is None:
-                return
-            try:
-                done.set_result(await call())
-            except BaseException as exc:  # handed to the caller
-                done.set_exception(exc)
-
-    async def do(self, call: Callable[[], Awaitable[Any]]) -> Any:
-        done = asyncio.get_running_loop().create_future()
-        await self._calls.put((call, done))
-        return await done
-
-    async def close(self) -> None:
-        await self._calls.put((None, None))
-        await self._task
 
 
 def build(kind: str, client: Any, name: str, aio: bool, **options: Any) -> Any:
@@ -97,12 +57,6 @@ async def scenario(kind: str, aio: bool, client: Any, third_client: Any) -> None
         return lambda: getattr(target, method)(*args)
 
     def read_fence() -> Callable[[], Any]:
-        if aio:
-
-            async def fence() -> int:
-                return int(shared.fence)
-
-            return fence
         return lambda: shared.fence
 
     try:
