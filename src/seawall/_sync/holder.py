@@ -84,8 +84,8 @@ class Holder:
 
     @property
     def fence(self) -> int:
-        """Fencing token of the caller's current (or last) hold; strictly increasing per
-        name. Each thread or task sharing the object reads the fence of its own hold."""
+        """Fencing token of the caller's current (or last) hold (each primitive says what
+        its fence orders). Each thread or task sharing the object reads its own hold's."""
         fence = self._table.fence(owner())
         if fence is None:
             raise LockError(
