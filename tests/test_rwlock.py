@@ -1,8 +1,8 @@
 """seawall.RWLock and seawall.aio.RWLock against one server and the 3+3 cluster.
 
-Each test body is written once against an awaitable facade: in the "async" world it awaits
-seawall.aio.RWLock directly; in the "sync" world it runs seawall.RWLock's blocking calls
-in threads (asyncio.to_thread), so both implementations go through the same steps.
+Each test body is written once against an awaitable facade: every side object gets an
+owner of its own (holds are per owner), a task in the "async" world and a thread in the
+"sync" world, which runs that object's calls; both implementations go through the same steps.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from conftest import Target
+from owners import OwnerPerObject
 
 import seawall
 import seawall.aio
@@ -30,6 +31,7 @@ class World:
         self.world = world
         self.admin = target.sync()
         self._aclients: list[Any] = []
+        self._owners = OwnerPerObject(world)
 
     def rwlock(self, name: str, **kwargs: Any) -> Any:
         if self.world == "sync":
@@ -39,14 +41,18 @@ class World:
         return seawall.aio.RWLock(client, name, **kwargs)
 
     async def __call__(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        if self.world == "async":
-            return await method(*args, **kwargs)
-        return await asyncio.to_thread(method, *args, **kwargs)
+        """Call a side's method in that side's owner."""
+        return await self._owners.call(method, *args, **kwargs)
+
+    async def fence(self, side: Any) -> int:
+        """The side's fence, read by its owner."""
+        return await self._owners.fence(side)
 
     def renewing(self) -> int:
         return get_async_renewer().active() if self.world == "async" else get_renewer().active()
 
     async def close(self) -> None:
+        await self._owners.close()
         for client in self._aclients:
             await client.aclose()
 
@@ -89,13 +95,13 @@ def test_readers_share_and_writers_exclude(target: Target, world: str) -> None:
         assert await env(w1.acquire, blocking=False) is False  # r2 still reads
         await env(r2.release)
         assert await env(w1.acquire, blocking=False)
-        first_fence = w1.fence
+        first_fence = await env.fence(w1)
         assert await env(w1.owned)
         assert await env(r1.acquire, blocking=False) is False
         assert await env(w2.acquire, blocking=False) is False
         await env(w1.release)
         assert await env(w2.acquire, blocking=False)
-        assert w2.fence == first_fence + 1
+        assert await env.fence(w2) == first_fence + 1
         await env(w2.release)
         assert leftovers(env.target) == []
 
@@ -124,7 +130,7 @@ def test_context_manager_and_timeout(target: Target, world: str) -> None:
             async with rw.read() as reader:
                 assert await reader.owned()
             async with rw.write() as writer:
-                assert writer.fence == blocker.fence + 1
+                assert writer.fence == await env.fence(blocker) + 1
         else:
 
             def both() -> int:
@@ -133,7 +139,7 @@ def test_context_manager_and_timeout(target: Target, world: str) -> None:
                 with rw.write() as writer:
                     return int(writer.fence)
 
-            assert await asyncio.to_thread(both) == blocker.fence + 1
+            assert await asyncio.to_thread(both) == await env.fence(blocker) + 1
         assert leftovers(env.target) == []
 
     play(target, world, body)

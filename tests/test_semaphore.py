@@ -304,10 +304,20 @@ def test_renewal_keeps_a_short_permit_and_cycles_leave_nothing(target: Target, w
 # --- behaviour on one server --------------------------------------------------------------
 
 
-def test_one_object_holds_one_permit(standalone: Target) -> None:
+def test_one_owner_holds_several_permits_through_one_object(standalone: Target) -> None:
+    # As with threading.Semaphore, one thread may take several permits; each release gives
+    # back its newest, and the fence is that of its newest permit still held.
     sem = seawall.Semaphore(standalone.sync(), "one", value=3)
-    with sem, pytest.raises(seawall.LockError, match="one Semaphore object per thread"):
-        sem.acquire()
+    with sem:
+        first = sem.fence
+        with sem:
+            assert sem.fence > first
+            assert sem.holders() == 2
+        assert sem.fence == first
+        assert sem.holders() == 1
+    assert sem.holders() == 0
+    with pytest.raises(seawall.LockNotOwnedError, match="'one'"):
+        sem.release()
 
 
 def test_timeout_and_lock_timeout_error(standalone: Target) -> None:

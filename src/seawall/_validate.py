@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import threading
 from typing import Any, TypeAlias
 
 import redis
@@ -114,6 +115,38 @@ def check_timeout(value: Any, what: str) -> float | None:
     if math.isnan(value) or value < 0:
         raise ValueError(f"{what} must be None or >= 0 seconds, got {value!r}")
     return None if math.isinf(value) else float(value)
+
+
+def check_acquire_wait(
+    blocking: Any, timeout: Any, default: float | None, what: str
+) -> float | None:
+    """How long `acquire(blocking, timeout)` may wait (None: as long as it takes).
+
+    Read as threading reads it: None is the object's own timeout, -1 is no limit, a
+    timeout given to a non-blocking call or below 0 (other than -1) is a ValueError, and a
+    finite one past threading.TIMEOUT_MAX an OverflowError.
+    """
+    if timeout is None:
+        return default
+    number = not isinstance(timeout, bool) and isinstance(timeout, int | float)
+    if number and timeout == -1:
+        return None
+    if not blocking:
+        raise ValueError(
+            f"{what}: a non-blocking acquire takes no timeout, got timeout={timeout!r}; "
+            "pass blocking=False alone, or blocking=True with the timeout"
+        )
+    if number and math.isfinite(timeout) and timeout > threading.TIMEOUT_MAX:
+        raise OverflowError(
+            f"{what}: timeout {timeout!r} is too large (at most {threading.TIMEOUT_MAX:g} "
+            "seconds; None or -1 waits as long as it takes)"
+        )
+    if number and timeout < 0:
+        raise ValueError(
+            f"timeout of {what} must be >= 0 seconds, or -1 (or None) to wait as long as "
+            f"it takes, got {timeout!r}"
+        )
+    return check_timeout(timeout, f"timeout of {what}")
 
 
 def check_replicas(value: Any, what: str) -> int:

@@ -19,8 +19,12 @@ class LockError(SeawallError):
         self.lock_name = lock_name
 
 
-class LockNotOwnedError(LockError):
-    """The caller does not hold the lock: never acquired, released, or its lease was lost.
+class LockNotOwnedError(LockError, RuntimeError):
+    """The caller does not hold the lock: never acquired, released, held by another thread
+    or task, or its lease was lost.
+
+    A RuntimeError too, as threading raises for a release by a thread that does not own
+    the lock, so code written for threading's locks catches it unchanged.
 
     When the lease was lost another process may have held the lock meanwhile; writes made
     under it should be guarded by the lock's fence (see `seawall.fenced_write`).

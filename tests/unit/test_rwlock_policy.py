@@ -92,9 +92,12 @@ def test_wrong_world_client_names_the_twin() -> None:
 
 def test_bad_acquire_and_extend_arguments_name_the_lock() -> None:
     rw = seawall.RWLock(SYNC, "orders:1")
-    with pytest.raises(ValueError, match="timeout of rwlock 'orders:1'"):
-        rw.read().acquire(timeout=-1)
-    with pytest.raises(ValueError, match="ttl of rwlock 'orders:1'"):
+    # -1 is threading's "no timeout"; any other negative timeout is refused.
+    with pytest.raises(ValueError, match="timeout of the read side of rwlock 'orders:1'"):
+        rw.read().acquire(timeout=-2)
+    with pytest.raises(ValueError, match=r"read side of rwlock 'orders:1'.*non-blocking"):
+        rw.read().acquire(False, 1)
+    with pytest.raises(ValueError, match="ttl of the write side of rwlock 'orders:1'"):
         rw.write().extend(ttl=0)
     with pytest.raises(seawall.LockError, match="'orders:1' has no fence yet"):
         _ = rw.write().fence

@@ -1,11 +1,14 @@
-"""What seawall's lock family shares: one hold at a time, its loss, its lease renewal.
+"""What seawall's lock family shares: holds per owner, their loss, their lease renewal.
 
-`AsyncHolder` is what every member shares (Redlock included): the hold's bookkeeping,
-marking it lost (log and `on_lost`), the ownership check and `async with`.
+`AsyncHolder` is what every member shares (Redlock included): the holds, kept per owner
+(thread or asyncio task) in a `HoldTable` so one object can be shared like a
+`threading.Lock`; each owner's fence; marking a hold lost (log and `on_lost`); the
+ownership check and `async with`.
 `AsyncLeaseHolder` adds what Lock (and RLock), Semaphore and both RWLock sides share: a
 hold on one Redis (or one Cluster slot) taken by an acquire script, kept alive by the
-shared renewer through an extend script and given back by a release script. Redlock
-renews differently (a validity over several masters) and keeps its own renewal.
+shared renewer through an extend script and given back by a release script (release and
+extend act on the caller's own newest hold). Redlock renews differently (a validity over
+several masters) and keeps its own renewal.
 
 Each primitive keeps explicit what is its own: its scripts (`_release_token`,
 `_extend_token`, `_holds`) and its wording (`_label`, `_lost_warning`, `_not_owned`,
@@ -26,26 +29,18 @@ from seawall._async.renewer import get_renewer
 from seawall._async.replication import run_script_replicated
 from seawall._async.scripts import run_script
 from seawall._async.waker import AsyncWaker, get_waker
-from seawall._concurrency import async_background, async_fire, async_scope, async_time_limit
+from seawall._concurrency import (
+    async_background,
+    async_fire,
+    async_owner,
+    async_scope,
+    async_time_limit,
+)
+from seawall._holds import Hold as Hold
+from seawall._holds import HoldTable as HoldTable
 from seawall._replication import ReplicaPolicy
-from seawall.errors import LockNotOwnedError, LockTimeout
-
-
-class Hold:
-    """One acquisition: its token, fence and lease bookkeeping."""
-
-    __slots__ = ("deadline", "depth", "fence", "lost", "owner", "released", "token", "ttl")
-
-    def __init__(self, token: str, fence: int, owner: object, ttl: float, deadline: float) -> None:
-        self.token = token
-        self.fence = fence
-        self.owner = owner
-        self.ttl = ttl
-        # Monotonic time by which the lease has surely lapsed (Redlock: its validity ends).
-        self.deadline = deadline
-        self.lost = False
-        self.released = False
-        self.depth = 1  # times the owner holds it (only seawall.RLock enters more than once)
+from seawall._validate import check_seconds
+from seawall.errors import LockError, LockNotOwnedError, LockTimeout
 
 
 def left_until(deadline: float | None) -> float | None:
@@ -54,10 +49,10 @@ def left_until(deadline: float | None) -> float | None:
 
 
 class AsyncHolder:
-    """A primitive that keeps at most one hold at a time per object."""
+    """A primitive whose holds are kept per owner (thread or task) of one shared object."""
 
     name: str
-    _hold: Hold | None
+    _table: HoldTable
     _on_lost: Callable[[Any], Any] | None
 
     async def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
@@ -78,12 +73,42 @@ class AsyncHolder:
         """The error of an `async with` whose acquire timed out."""
         raise NotImplementedError
 
+    def _label(self) -> str:
+        """What it is, for logs, errors and background task names: "lock 'x'"."""
+        raise NotImplementedError
+
+    def _current(self) -> Hold | None:
+        """The caller's (this asyncio task's) newest hold through this object, or None."""
+        return self._table.current(async_owner())
+
+    @property
+    def fence(self) -> int:
+        """Fencing token of the caller's current (or last) hold (each primitive says what
+        its fence orders). Each thread or task sharing the object reads its own hold's."""
+        fence = self._table.fence(async_owner())
+        if fence is None:
+            raise LockError(
+                f"{self._label()} has no fence yet for the current asyncio task: acquire it "
+                "first (each thread or task sharing the object has its own holds and fences)",
+                lock_name=self.name,
+            )
+        return fence
+
     async def owned(self) -> bool:
-        """Whether this object holds it now (checked on the server)."""
-        hold = self._hold
+        """Whether the caller (this asyncio task) holds it now, checked on the server."""
+        hold = self._current()
         if hold is None or hold.lost or _concurrency.monotonic() >= hold.deadline:
             return False
         return await self._holds(hold)
+
+    def _not_held(self, action: str) -> LockNotOwnedError:
+        """The error when the caller has no hold here to `action`."""
+        return LockNotOwnedError(
+            f"cannot {action} {self._label()}: the current asyncio task does not hold it "
+            "through this object (never acquired, already released, or held by another "
+            "thread or task: each releases and extends only its own holds)",
+            lock_name=self.name,
+        )
 
     def _mark_lost(self, hold: Hold, *, notify: bool = True) -> None:
         if hold.lost or hold.released:
@@ -114,12 +139,7 @@ class AsyncLeaseHolder(AsyncHolder):
     _client: Any
     _renew_leases: bool
     _replication: ReplicaPolicy | None
-    _last_fence: int | None
     _waker: tuple[object, AsyncWaker] | None  # (scope, waker) of last use
-
-    def _label(self) -> str:
-        """What it is, for logs and background task names: "lock 'x'"."""
-        raise NotImplementedError
 
     async def _release_token(self, token: str) -> int:
         """Give back `token`'s hold (waking whoever that lets in); 0 if it was not held."""
@@ -132,9 +152,6 @@ class AsyncLeaseHolder(AsyncHolder):
     def _not_owned(self, hold: Hold, action: str) -> LockNotOwnedError:
         """The error when `action` finds that `hold`'s lease was lost."""
         raise NotImplementedError
-
-    def _keep(self, hold: Hold) -> None:
-        self._hold = hold
 
     def _get_waker(self) -> AsyncWaker:
         here = async_scope()
@@ -185,11 +202,29 @@ class AsyncLeaseHolder(AsyncHolder):
                 raise
             raise policy.error(replicated_what, self.name, acked)
         hold = Hold(token, int(reply[1]), me, self.ttl, _lease.lease_deadline(sent, self.ttl))
-        self._keep(hold)
-        self._last_fence = hold.fence
+        self._table.add(hold)
         if self._renew_leases:
             get_renewer().add(self, hold, _lease.renew_at(sent, self.ttl))
         return None
+
+    async def release(self) -> None:
+        """Give back the caller's newest hold; LockNotOwnedError if the caller holds none
+        here, or if its lease was lost (another holder may have come and gone)."""
+        # Bookkeeping first, with no await before it: renewal must stop even if this
+        # release is cancelled, and another acquire by the caller may follow.
+        hold = self._table.take(async_owner())
+        if hold is None:
+            raise self._not_held("release")
+        await self._give_back(hold)
+
+    async def extend(self, ttl: float | None = None) -> None:
+        """Reset the lease of the caller's newest hold to `ttl` seconds (default: its
+        ttl) from now; LockNotOwnedError if the caller holds none or its lease was lost."""
+        new_ttl = None if ttl is None else check_seconds(ttl, f"ttl of {self._label()}")
+        hold = self._current()
+        if hold is None:
+            raise self._not_held("extend")
+        await self._extend_hold(hold, hold.ttl if new_ttl is None else new_ttl)
 
     async def _give_back(self, hold: Hold) -> None:
         """Release `hold`, which the caller has just marked released with no await before

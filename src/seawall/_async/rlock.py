@@ -11,7 +11,8 @@ How it sits in Redis, and why:
   re-entry into a lost lock fails instead of silently entering it.
 
 The owner is tracked in this process: another thread or task of the process, even through
-the same RLock object, is not the owner and can neither release nor extend the hold.
+the same RLock object, is not the owner and can neither release nor extend the hold; it
+takes (and waits for) a hold of its own through the shared object, as with threading.RLock.
 """
 
 from __future__ import annotations
@@ -20,9 +21,8 @@ from seawall import _scripts
 from seawall._async.holder import Hold
 from seawall._async.lock import AsyncLock
 from seawall._async.scripts import run_script
-from seawall._concurrency import async_background, async_owner
-from seawall._validate import check_timeout
-from seawall.errors import LockNotOwnedError
+from seawall._concurrency import async_background
+from seawall._validate import check_acquire_wait
 
 _COUNT = _scripts.load("rlock_count")
 _EXTEND = _scripts.load("rlock_extend")
@@ -44,23 +44,16 @@ class AsyncRLock(AsyncLock):
         """The Redis hash of owner token -> hold count (present only while re-entered)."""
         return f"{self._keys.key}:holds"
 
-    def _owned_hold(self) -> Hold | None:
-        """The current hold if the caller (this asyncio task) is its owner."""
-        hold = self._hold
-        if hold is None or hold.released or hold.owner is not async_owner():
-            return None
-        return hold
-
     async def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
         """Take the lock, or enter it once more if the caller holds it already.
 
         As for seawall.aio.Lock: True when taken, False when `timeout` passed (or not
         blocking). Re-entry never waits; it raises LockNotOwnedError if the lease was lost.
         """
-        hold = self._owned_hold()
+        hold = self._current()
         if hold is None:
             return await super().acquire(blocking, timeout)
-        check_timeout(timeout, "timeout")
+        check_acquire_wait(blocking, timeout, self.timeout, self._label())
         try:
             await self._record(hold, hold.depth + 1, "re-enter")
         except BaseException:
@@ -72,9 +65,9 @@ class AsyncRLock(AsyncLock):
 
     async def release(self) -> None:
         """Undo one acquire; the last one frees the lock. Only the owner may release."""
-        hold = self._owned_hold()
+        hold = self._current()
         if hold is None:
-            raise self._not_the_owner("release")
+            raise self._not_held("release")
         if hold.depth == 1:
             await super().release()
             return
@@ -85,16 +78,6 @@ class AsyncRLock(AsyncLock):
         except BaseException:
             self._resync_later(hold)
             raise
-
-    async def extend(self, ttl: float | None = None) -> None:
-        """Reset the lease to `ttl` seconds from now; only the owner may extend it."""
-        if self._owned_hold() is None:
-            raise self._not_the_owner("extend")
-        await super().extend(ttl)
-
-    async def owned(self) -> bool:
-        """Whether the caller (this asyncio task) holds the lock now, checked on the server."""
-        return self._owned_hold() is not None and await super().owned()
 
     async def _record(self, hold: Hold, depth: int, action: str) -> None:
         keys = (self._keys.key, self.holds_key)
@@ -115,11 +98,3 @@ class AsyncRLock(AsyncLock):
     async def _extend_token(self, token: str, ttl_ms: int) -> bool:
         keys = (self._keys.key, self.holds_key)
         return bool(int(await run_script(self._client, _EXTEND, keys, (token, ttl_ms))))
-
-    def _not_the_owner(self, action: str) -> LockNotOwnedError:
-        return LockNotOwnedError(
-            f"cannot {action} rlock {self.name!r}: the current asyncio task does not hold it "
-            "(it is free, or held by another thread, task or process). Only the owner that "
-            "acquired an RLock may release or extend it",
-            lock_name=self.name,
-        )

@@ -15,14 +15,20 @@ from collections.abc import Callable
 from typing import Any
 
 from seawall import _concurrency, _rwpolicy, _scripts
-from seawall._async.holder import AsyncLeaseHolder, Hold, left_until
+from seawall._async.holder import AsyncLeaseHolder, Hold, HoldTable, left_until
 from seawall._async.scripts import run_script
 from seawall._async.waker import AsyncWaker
 from seawall._concurrency import async_owner
 from seawall._keys import WAKE_PREFIX, RWLockKeys, rwlock_keys
 from seawall._lease import ms
 from seawall._replication import DEFAULT_REPLICA_TIMEOUT, replica_policy
-from seawall._validate import check_async_client, check_name, check_seconds, check_timeout
+from seawall._validate import (
+    check_acquire_wait,
+    check_async_client,
+    check_name,
+    check_seconds,
+    check_timeout,
+)
 from seawall.errors import LockError, LockNotOwnedError, LockTimeout
 
 _READ_ACQUIRE = _scripts.load("rwlock_read_acquire")
@@ -37,7 +43,8 @@ class AsyncRWLock:
     """A reader-writer lock shared by many processes: `rw.read()` and `rw.write()`.
 
     Each call returns a new lock-like object (acquire/release/extend/owned/fence, `async
-    with`), so every thread or task takes its own hold. With `replicas=N` a hold of either
+    with`). A side object may be shared by threads or tasks like a threading.Lock: each
+    owner's hold, fence, release and extend are its own. With `replicas=N` a hold of either
     side counts only once N replicas acknowledged it.
     """
 
@@ -93,12 +100,11 @@ class AsyncRWSide(AsyncLeaseHolder):
         self._renew_leases = rwlock.renew
         self._on_lost = rwlock.on_lost
         self._replication = rwlock.replication
-        self._hold: Hold | None = None
-        self._last_fence: int | None = None
+        self._table = HoldTable()
         self._waker: tuple[object, AsyncWaker] | None = None  # (scope, waker) of last use
 
     def __repr__(self) -> str:
-        state = "held" if self._hold is not None else "not held"
+        state = "held" if self._table.count() else "not held"
         return f"<seawall.RWLock {self.name!r} {self._kind} side ttl={self.ttl}s {state}>"
 
     @property
@@ -111,30 +117,15 @@ class AsyncRWSide(AsyncLeaseHolder):
     def _pause(self, blocker_pttl_ms: int, remaining: float | None) -> float:
         raise NotImplementedError
 
-    @property
-    def fence(self) -> int:
-        """Fence of the current (or last) hold; see the read and write sides."""
-        if self._last_fence is None:
-            raise LockError(
-                f"{self._kind} side of rwlock {self.name!r} has no fence yet: acquire it first",
-                lock_name=self.name,
-            )
-        return self._last_fence
-
     async def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
         """Take this side; True when taken, False when `timeout` passed (or not blocking).
 
         `timeout` defaults to the RWLock's (None: wait as long as it takes). A release
         that may let this side in wakes the waiter; every sleep is bounded besides.
         """
-        wait_for = (
-            self.timeout
-            if timeout is None
-            else check_timeout(timeout, f"timeout of rwlock {self.name!r}")
-        )
+        wait_for = check_acquire_wait(blocking, timeout, self.timeout, self._label())
         me = async_owner()
-        held = self._hold
-        if held is not None and held.owner is me and not held.released:
+        if self._table.current(me) is not None:
             raise LockError(
                 f"the {self._kind} side of rwlock {self.name!r} is already held through this "
                 f"object; call rw.{self._kind}() again for another hold, or release it first",
@@ -190,36 +181,8 @@ class AsyncRWSide(AsyncLeaseHolder):
         )
         return None if reply is None else int(reply[1])
 
-    async def release(self) -> None:
-        """Release this hold; LockNotOwnedError if it is not held any more."""
-        hold = self._hold
-        if hold is None:
-            raise LockNotOwnedError(
-                f"the {self._kind} side of rwlock {self.name!r} is not held by this object "
-                "(never acquired, or already released)",
-                lock_name=self.name,
-            )
-        # Bookkeeping first, with no await before it: renewal must stop even if this
-        # release is cancelled.
-        hold.released = True
-        self._hold = None
-        await self._give_back(hold)
-
-    async def extend(self, ttl: float | None = None) -> None:
-        """Reset this hold's lease to `ttl` seconds (default: the RWLock's ttl) from now."""
-        if ttl is not None:
-            ttl = check_seconds(ttl, f"ttl of rwlock {self.name!r}")
-        hold = self._hold
-        if hold is None:
-            raise LockNotOwnedError(
-                f"cannot extend the {self._kind} side of rwlock {self.name!r}: this object "
-                "does not hold it",
-                lock_name=self.name,
-            )
-        await self._extend_hold(hold, hold.ttl if ttl is None else ttl)
-
     def _label(self) -> str:
-        return f"rwlock {self.name!r} ({self._kind})"
+        return f"the {self._kind} side of rwlock {self.name!r}"
 
     def _lost_warning(self, hold: Hold) -> str:
         return (

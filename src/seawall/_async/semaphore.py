@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import secrets
-import threading
 from collections.abc import Callable
 from typing import Any
 
 from seawall import _concurrency, _lease, _scripts
-from seawall._async.holder import AsyncLeaseHolder, Hold, left_until
+from seawall._async.holder import AsyncLeaseHolder, Hold, HoldTable, left_until
 from seawall._async.lock import QUEUE_TTL_MS
 from seawall._async.scripts import run_script
 from seawall._async.waker import AsyncWaker
@@ -17,13 +16,14 @@ from seawall._keys import WAKE_PREFIX, semaphore_keys
 from seawall._lease import ms
 from seawall._replication import DEFAULT_REPLICA_TIMEOUT, replica_policy
 from seawall._validate import (
+    check_acquire_wait,
     check_async_client,
     check_name,
     check_permits,
     check_seconds,
     check_timeout,
 )
-from seawall.errors import LockError, LockNotOwnedError, LockTimeout
+from seawall.errors import LockNotOwnedError, LockTimeout
 
 _ACQUIRE = _scripts.load("semaphore_acquire")
 _RELEASE = _scripts.load("semaphore_release")
@@ -40,11 +40,13 @@ WAITER_LAPSE_MS = 1_500
 class AsyncSemaphore(AsyncLeaseHolder):
     """A counting semaphore shared by many processes: at most `value` permits are held.
 
-    Each object holds at most one permit at a time (like one Lock object): give every
-    thread or task that needs a permit its own Semaphore object, all with the same name.
-    Each holder's lease is its own, timed by the server's clock and renewed at ttl/3 while
-    held; a holder that dies gives its permit back when its lease ends. Waiting processes
-    are served in arrival order: a newcomer never takes a permit a queued process waits for.
+    One object may be shared by the threads (asyncio tasks) of a process like a
+    threading.Semaphore: each acquire takes a permit for the calling thread or task (one
+    caller may hold several), and release and extend act on the caller's newest permit
+    only, so a thread cannot give back a permit another thread holds. Each holder's
+    lease is its own, timed by the server's clock and renewed at ttl/3 while held; a
+    holder that dies gives its permit back when its lease ends. Waiting processes are
+    served in arrival order: a newcomer never takes a permit a queued process waits for.
     With `replicas=N` a permit counts only once N replicas acknowledged it.
     """
 
@@ -73,30 +75,20 @@ class AsyncSemaphore(AsyncLeaseHolder):
         self._replication = replica_policy(replicas, replica_timeout, f"semaphore {name!r}")
         self._keys = semaphore_keys(name)
         self._ttl_ms = ms(self.ttl)
-        self._hold: Hold | None = None
-        self._last_fence: int | None = None
-        self._busy = False  # an acquire through this object is under way
-        self._mutex = threading.Lock()  # guards _busy and _hold against a racing thread
+        self._table = HoldTable()
         self._waker: tuple[object, AsyncWaker] | None = None  # (scope, waker) of last use
 
     def __repr__(self) -> str:
-        state = "holding a permit" if self._hold is not None else "holding no permit"
-        return f"<seawall.Semaphore {self.name!r} value={self.value} ttl={self.ttl}s {state}>"
+        held = self._table.count()
+        return (
+            f"<seawall.Semaphore {self.name!r} value={self.value} ttl={self.ttl}s "
+            f"holding {held} permit{'' if held == 1 else 's'}>"
+        )
 
     @property
     def key(self) -> str:
         """The Redis key (a sorted set) of the holders' tokens, scored by lease end."""
         return self._keys.key
-
-    @property
-    def fence(self) -> int:
-        """Fencing token of the current (or last) permit; strictly increasing per name."""
-        if self._last_fence is None:
-            raise LockError(
-                f"semaphore {self.name!r} has no fence yet: acquire it first",
-                lock_name=self.name,
-            )
-        return self._last_fence
 
     async def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
         """Take a permit; True when taken, False when `timeout` passed (or not blocking).
@@ -104,25 +96,12 @@ class AsyncSemaphore(AsyncLeaseHolder):
         `timeout` defaults to the one given to the constructor (None: wait as long as it
         takes). Waiting costs no polling: a release wakes the oldest waiters.
         """
-        wait_for = self.timeout if timeout is None else check_timeout(timeout, "timeout")
+        wait_for = check_acquire_wait(blocking, timeout, self.timeout, self._label())
         me = async_owner()
-        with self._mutex:
-            if self._hold is not None or self._busy:
-                raise LockError(
-                    f"this Semaphore object for {self.name!r} already holds a permit (or is "
-                    "acquiring one); each object holds at most one: create one Semaphore "
-                    "object per thread or task, all with the same name",
-                    lock_name=self.name,
-                )
-            self._busy = True
-        try:
-            token = secrets.token_hex(16)
-            if not blocking:
-                return await self._attempt(token, me) is None
-            return await self._wait(token, me, wait_for)
-        finally:
-            with self._mutex:
-                self._busy = False
+        token = secrets.token_hex(16)
+        if not blocking:
+            return await self._attempt(token, me) is None
+        return await self._wait(token, me, wait_for)
 
     async def _wait(self, token: str, me: object, wait_for: float | None) -> bool:
         deadline = None if wait_for is None else _concurrency.monotonic() + wait_for
@@ -168,43 +147,12 @@ class AsyncSemaphore(AsyncLeaseHolder):
             return None
         return int(reply[1]), _scripts.reply_text(reply[2])
 
-    def _keep(self, hold: Hold) -> None:
-        with self._mutex:
-            self._hold = hold
-
     async def _release_token(self, token: str) -> int:
         keys = self._keys
         reply = await run_script(
             self._client, _RELEASE, (*keys.queue, keys.released), (token, self.value, WAKE_PREFIX)
         )
         return int(reply)
-
-    async def release(self) -> None:
-        """Give the permit back; LockNotOwnedError if this object does not hold one now."""
-        with self._mutex:
-            hold = self._hold
-            if hold is None:
-                raise LockNotOwnedError(
-                    f"semaphore {self.name!r}: this Semaphore object holds no permit (never "
-                    "acquired, or already released); only the holder may release its permit",
-                    lock_name=self.name,
-                )
-            # Bookkeeping first, with no await before it: renewal must stop even if this
-            # release is cancelled, and another acquire through this object may follow.
-            hold.released = True
-            self._hold = None
-        await self._give_back(hold)
-
-    async def extend(self, ttl: float | None = None) -> None:
-        """Reset this holder's lease to `ttl` seconds (default: the semaphore's) from now."""
-        hold = self._hold
-        if hold is None:
-            raise LockNotOwnedError(
-                f"cannot extend semaphore {self.name!r}: this Semaphore object holds no permit",
-                lock_name=self.name,
-            )
-        new_ttl = hold.ttl if ttl is None else check_seconds(ttl, f"ttl of semaphore {self.name!r}")
-        await self._extend_hold(hold, new_ttl)
 
     async def _extend_token(self, token: str, ttl_ms: int) -> bool:
         return bool(

@@ -8,14 +8,20 @@ from collections.abc import Callable
 from typing import Any
 
 from seawall import _concurrency, _lease, _scripts
-from seawall._sync.holder import LeaseHolder, Hold, left_until
+from seawall._sync.holder import LeaseHolder, Hold, HoldTable, left_until
 from seawall._sync.scripts import run_script
 from seawall._sync.waker import Waker
 from seawall._concurrency import owner
 from seawall._keys import WAKE_PREFIX, lock_keys_of, tagged
 from seawall._lease import ms
 from seawall._replication import DEFAULT_REPLICA_TIMEOUT, replica_policy
-from seawall._validate import check_client, check_name, check_seconds, check_timeout
+from seawall._validate import (
+    check_acquire_wait,
+    check_client,
+    check_name,
+    check_seconds,
+    check_timeout,
+)
 from seawall.errors import LockError, LockNotOwnedError, LockTimeout
 
 _ACQUIRE = _scripts.load("lock_acquire")
@@ -38,6 +44,10 @@ class Lock(LeaseHolder):
     Acquire is one script (SET NX PX plus an INCR of the fence counter). The lease is
     renewed at ttl/3 while held; release and extend act only for the owner's token.
     With `replicas=N` an acquisition also waits for N replicas to acknowledge it.
+
+    One object may be shared by the threads (thread) of a process like a
+    threading.Lock: each owner's hold, fence, release and extend are its own, so an owner
+    whose lease lapsed cannot release or extend the hold another owner took since.
     """
 
     # The key family and the public name, so seawall.RLock can share this machinery.
@@ -67,12 +77,11 @@ class Lock(LeaseHolder):
         self._replication = replica_policy(replicas, replica_timeout, f"lock {name!r}")
         self._keys = lock_keys_of(tagged(self._KIND, name))
         self._ttl_ms = ms(self.ttl)
-        self._hold: Hold | None = None
-        self._last_fence: int | None = None
+        self._table = HoldTable()
         self._waker: tuple[object, Waker] | None = None  # (scope, waker) of last use
 
     def __repr__(self) -> str:
-        state = "held" if self._hold is not None else "not held"
+        state = "held" if self._table.count() else "not held"
         return f"<seawall.{self._WHAT} {self.name!r} ttl={self.ttl}s {state}>"
 
     @property
@@ -80,25 +89,15 @@ class Lock(LeaseHolder):
         """The Redis key that holds the owner's token while the lock is held."""
         return self._keys.key
 
-    @property
-    def fence(self) -> int:
-        """Fencing token of the current (or last) hold; strictly increasing per lock name."""
-        if self._last_fence is None:
-            raise LockError(
-                f"lock {self.name!r} has no fence yet: acquire it first", lock_name=self.name
-            )
-        return self._last_fence
-
     def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
         """Take the lock; True when taken, False when `timeout` passed (or not blocking).
 
         `timeout` defaults to the one given to the constructor (None: wait as long as it
         takes). Waiting costs no polling: a release wakes the waiter.
         """
-        wait_for = self.timeout if timeout is None else check_timeout(timeout, "timeout")
+        wait_for = check_acquire_wait(blocking, timeout, self.timeout, self._label())
         me = owner()
-        held = self._hold
-        if held is not None and held.owner is me and not held.released:
+        if self._table.current(me) is not None:
             raise LockError(
                 f"lock {self.name!r} is already held by this caller; seawall.Lock is not "
                 "reentrant: release it first, or use seawall.RLock",
@@ -168,32 +167,6 @@ class Lock(LeaseHolder):
         )
         return int(reply)
 
-    def release(self) -> None:
-        """Release the lock; LockNotOwnedError if this object does not hold it any more."""
-        hold = self._hold
-        if hold is None:
-            raise LockNotOwnedError(
-                f"lock {self.name!r} is not held by this Lock object (never acquired, or "
-                "already released)",
-                lock_name=self.name,
-            )
-        # Bookkeeping first, with no before it: renewal must stop even if this
-        # release is cancelled, and another acquire through this object may follow.
-        hold.released = True
-        self._hold = None
-        self._give_back(hold)
-
-    def extend(self, ttl: float | None = None) -> None:
-        """Reset the lease to `ttl` seconds (default: the lock's ttl) from now."""
-        hold = self._hold
-        if hold is None:
-            raise LockNotOwnedError(
-                f"cannot extend lock {self.name!r}: this Lock object does not hold it",
-                lock_name=self.name,
-            )
-        new_ttl = hold.ttl if ttl is None else check_seconds(ttl, f"ttl of lock {self.name!r}")
-        self._extend_hold(hold, new_ttl)
-
     def _extend_token(self, token: str, ttl_ms: int) -> bool:
         """Reset the lease of `token`'s hold; False when it is not the holder any more."""
         reply = run_script(self._client, _EXTEND, (self._keys.key,), (token, ttl_ms))
@@ -208,7 +181,7 @@ class Lock(LeaseHolder):
         return value is not None and _scripts.reply_text(value) == hold.token
 
     def _label(self) -> str:
-        return f"lock {self.name!r}"
+        return f"{self._KIND} {self.name!r}"
 
     def _lost_warning(self, hold: Hold) -> str:
         return (

@@ -17,13 +17,14 @@ import redis.cluster
 from redis.exceptions import NoScriptError, ResponseError
 
 from seawall import _concurrency, _lease, _redlock, _scripts
-from seawall._sync.holder import Holder, Hold
+from seawall._sync.holder import Holder, Hold, HoldTable
 from seawall._sync.renewer import get_renewer
 from seawall._concurrency import background, each_node, owner
 from seawall._keys import tagged
 from seawall._lease import ms
 from seawall._validate import (
     Client,
+    check_acquire_wait,
     check_client,
     check_name,
     check_seconds,
@@ -43,6 +44,8 @@ class Redlock(Holder):
     It stays available while a minority of the masters is down or frozen. Each hold has
     a validity (`validity()`), after which another client may hold the lock, and a fence
     (`fence`) that a guarded resource can use to refuse a holder whose validity ran out.
+    One object may be shared by threads or tasks: each owner's hold, fence and validity
+    are its own.
     """
 
     def __init__(
@@ -84,30 +87,21 @@ class Redlock(Holder):
         self._released_key = f"{self.key}:released"  # makes a retried release idempotent
         self._ttl_ms = ms(self.ttl)
         self._quorum = _redlock.quorum(len(self._clients))
-        self._hold: Hold | None = None
-        self._last_fence: int | None = None
+        self._table = HoldTable()
         self._floor = 0  # the highest fence counter seen on any master
         self.attempts = 0  # attempts made by the last acquire()
 
     def __repr__(self) -> str:
-        state = "held" if self._hold is not None else "not held"
+        state = "held" if self._table.count() else "not held"
         return (
             f"<seawall.Redlock {self.name!r} over {len(self._clients)} masters "
             f"ttl={self.ttl}s {state}>"
         )
 
-    @property
-    def fence(self) -> int:
-        """Fencing token of the current (or last) hold; see docs/redlock.md for its limits."""
-        if self._last_fence is None:
-            raise LockError(
-                f"Redlock {self.name!r} has no fence yet: acquire it first", lock_name=self.name
-            )
-        return self._last_fence
-
     def validity(self) -> float:
-        """Seconds left in which this hold is guaranteed (0.0 when not held or lost)."""
-        hold = self._hold
+        """Seconds left in which the caller's hold is guaranteed (0.0 when not held or
+        lost)."""
+        hold = self._current()
         if hold is None or hold.lost:
             return 0.0
         return max(hold.deadline - _concurrency.monotonic(), 0.0)
@@ -115,10 +109,9 @@ class Redlock(Holder):
     def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
         """Take the lock on a majority of masters; False when `timeout` passed (or not
         blocking). Failed attempts are retried after a random delay up to `retry_delay`."""
-        wait_for = self.timeout if timeout is None else check_timeout(timeout, "timeout")
+        wait_for = check_acquire_wait(blocking, timeout, self.timeout, self._label())
         me = owner()
-        held = self._hold
-        if held is not None and held.owner is me and not held.released:
+        if self._table.current(me) is not None:
             raise LockError(
                 f"Redlock {self.name!r} is already held by this caller; it is not "
                 "reentrant: release it first",
@@ -203,8 +196,7 @@ class Redlock(Holder):
                 _raise_server_error(replies)
             return False
         hold = Hold(token, plan.fence, me, self.ttl, _redlock.deadline(self.ttl, started))
-        self._hold = hold
-        self._last_fence = plan.fence
+        self._table.add(hold)
         if self._renew_leases:
             get_renewer().add(self, hold, _lease.renew_at(started, self.ttl))
         return True
@@ -220,17 +212,12 @@ class Redlock(Holder):
         return sum(1 for reply in replies if _is_one(reply))
 
     def release(self) -> None:
-        """Release on every master; LockNotOwnedError if the hold was lost meanwhile."""
-        hold = self._hold
+        """Release the caller's hold on every master; LockNotOwnedError if the caller
+        holds none here, or if the hold was lost meanwhile."""
+        # Bookkeeping first, with no before it (see LeaseHolder.release).
+        hold = self._table.take(owner())
         if hold is None:
-            raise LockNotOwnedError(
-                f"Redlock {self.name!r} is not held by this object (never acquired, or "
-                "already released)",
-                lock_name=self.name,
-            )
-        # Bookkeeping first, with no before it (see Lock.release).
-        hold.released = True
-        self._hold = None
+            raise self._not_held("release")
         if self._renew_leases:
             get_renewer().discard(hold)
         in_time = not hold.lost and _concurrency.monotonic() < hold.deadline
@@ -249,17 +236,12 @@ class Redlock(Holder):
     def extend(self, ttl: float | None = None) -> None:
         """Reset the hold to `ttl` seconds (default: its ttl) on a majority of masters,
         within the current validity; otherwise the hold is lost (LockNotOwnedError)."""
-        hold = self._hold
+        if ttl is not None:
+            ttl = check_seconds(ttl, f"ttl of Redlock {self.name!r}", minimum=0.01)
+        hold = self._current()
         if hold is None:
-            raise LockNotOwnedError(
-                f"cannot extend Redlock {self.name!r}: this object does not hold it",
-                lock_name=self.name,
-            )
-        new_ttl = (
-            hold.ttl
-            if ttl is None
-            else check_seconds(ttl, f"ttl of Redlock {self.name!r}", minimum=0.01)
-        )
+            raise self._not_held("extend")
+        new_ttl = hold.ttl if ttl is None else ttl
         sent = _concurrency.monotonic()
         if not self._extend_round(hold, new_ttl):
             self._mark_lost(hold, notify=False)
@@ -292,7 +274,7 @@ class Redlock(Holder):
         return sum(1 for reply in replies if _is_one(reply)) >= self._quorum
 
     def owned(self) -> bool:
-        """Whether this object holds the lock now: within its validity, and a majority of
+        """Whether the caller holds the lock now: within its validity, and a majority of
         the masters still have its token."""
         return super().owned()
 
@@ -325,6 +307,9 @@ class Redlock(Holder):
             self._mark_lost(hold)
             return None
         return _lease.retry_at(now, hold.ttl, hold.deadline)
+
+    def _label(self) -> str:
+        return f"Redlock {self.name!r}"
 
     def _lost_warning(self, hold: Hold) -> str:
         return (

@@ -16,14 +16,20 @@ from collections.abc import Callable
 from typing import Any
 
 from seawall import _concurrency, _rwpolicy, _scripts
-from seawall._sync.holder import LeaseHolder, Hold, left_until
+from seawall._sync.holder import LeaseHolder, Hold, HoldTable, left_until
 from seawall._sync.scripts import run_script
 from seawall._sync.waker import Waker
 from seawall._concurrency import owner
 from seawall._keys import WAKE_PREFIX, RWLockKeys, rwlock_keys
 from seawall._lease import ms
 from seawall._replication import DEFAULT_REPLICA_TIMEOUT, replica_policy
-from seawall._validate import check_client, check_name, check_seconds, check_timeout
+from seawall._validate import (
+    check_acquire_wait,
+    check_client,
+    check_name,
+    check_seconds,
+    check_timeout,
+)
 from seawall.errors import LockError, LockNotOwnedError, LockTimeout
 
 _READ_ACQUIRE = _scripts.load("rwlock_read_acquire")
@@ -38,7 +44,8 @@ class RWLock:
     """A reader-writer lock shared by many processes: `rw.read()` and `rw.write()`.
 
     Each call returns a new lock-like object (acquire/release/extend/owned/fence, `async
-    with`), so every thread or task takes its own hold. With `replicas=N` a hold of either
+    with`). A side object may be shared by threads or tasks like a threading.Lock: each
+    owner's hold, fence, release and extend are its own. With `replicas=N` a hold of either
     side counts only once N replicas acknowledged it.
     """
 
@@ -94,12 +101,11 @@ class RWSide(LeaseHolder):
         self._renew_leases = rwlock.renew
         self._on_lost = rwlock.on_lost
         self._replication = rwlock.replication
-        self._hold: Hold | None = None
-        self._last_fence: int | None = None
+        self._table = HoldTable()
         self._waker: tuple[object, Waker] | None = None  # (scope, waker) of last use
 
     def __repr__(self) -> str:
-        state = "held" if self._hold is not None else "not held"
+        state = "held" if self._table.count() else "not held"
         return f"<seawall.RWLock {self.name!r} {self._kind} side ttl={self.ttl}s {state}>"
 
     @property
@@ -112,30 +118,15 @@ class RWSide(LeaseHolder):
     def _pause(self, blocker_pttl_ms: int, remaining: float | None) -> float:
         raise NotImplementedError
 
-    @property
-    def fence(self) -> int:
-        """Fence of the current (or last) hold; see the read and write sides."""
-        if self._last_fence is None:
-            raise LockError(
-                f"{self._kind} side of rwlock {self.name!r} has no fence yet: acquire it first",
-                lock_name=self.name,
-            )
-        return self._last_fence
-
     def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
         """Take this side; True when taken, False when `timeout` passed (or not blocking).
 
         `timeout` defaults to the RWLock's (None: wait as long as it takes). A release
         that may let this side in wakes the waiter; every sleep is bounded besides.
         """
-        wait_for = (
-            self.timeout
-            if timeout is None
-            else check_timeout(timeout, f"timeout of rwlock {self.name!r}")
-        )
+        wait_for = check_acquire_wait(blocking, timeout, self.timeout, self._label())
         me = owner()
-        held = self._hold
-        if held is not None and held.owner is me and not held.released:
+        if self._table.current(me) is not None:
             raise LockError(
                 f"the {self._kind} side of rwlock {self.name!r} is already held through this "
                 f"object; call rw.{self._kind}() again for another hold, or release it first",
@@ -191,36 +182,8 @@ class RWSide(LeaseHolder):
         )
         return None if reply is None else int(reply[1])
 
-    def release(self) -> None:
-        """Release this hold; LockNotOwnedError if it is not held any more."""
-        hold = self._hold
-        if hold is None:
-            raise LockNotOwnedError(
-                f"the {self._kind} side of rwlock {self.name!r} is not held by this object "
-                "(never acquired, or already released)",
-                lock_name=self.name,
-            )
-        # Bookkeeping first, with no before it: renewal must stop even if this
-        # release is cancelled.
-        hold.released = True
-        self._hold = None
-        self._give_back(hold)
-
-    def extend(self, ttl: float | None = None) -> None:
-        """Reset this hold's lease to `ttl` seconds (default: the RWLock's ttl) from now."""
-        if ttl is not None:
-            ttl = check_seconds(ttl, f"ttl of rwlock {self.name!r}")
-        hold = self._hold
-        if hold is None:
-            raise LockNotOwnedError(
-                f"cannot extend the {self._kind} side of rwlock {self.name!r}: this object "
-                "does not hold it",
-                lock_name=self.name,
-            )
-        self._extend_hold(hold, hold.ttl if ttl is None else ttl)
-
     def _label(self) -> str:
-        return f"rwlock {self.name!r} ({self._kind})"
+        return f"the {self._kind} side of rwlock {self.name!r}"
 
     def _lost_warning(self, hold: Hold) -> str:
         return (
