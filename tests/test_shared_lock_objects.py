@@ -183,3 +183,28 @@ def test_semaphore_object_gives_a_permit_to_each_owner(standalone: Target, aio: 
             await client.aclose()
 
     asyncio.run(run_async())
+
+
+@pytest.mark.parametrize("kind", ["lock", "rlock", "semaphore", "write"])
+def test_a_hold_taken_in_a_finished_task_is_released_by_the_next_task(
+    standalone: Target, kind: str
+) -> None:
+    """asyncio.wait_for(lock.acquire(), t) acquires in a task of its own on Python 3.11:
+    the hold passes to the caller, which reads its fence and releases it; the lock is then
+    free for another process (nothing left renewing a forgotten hold)."""
+
+    async def body() -> None:
+        client = standalone.aio()
+        shared = build(kind, client, f"wait-for-{kind}", True, ttl=5.0)
+        other = build(kind, client, f"wait-for-{kind}", True, ttl=5.0)
+        try:
+            await asyncio.create_task(shared.acquire())  # finishes while holding
+            assert shared.fence > 0
+            assert await shared.owned()
+            await shared.release()
+            assert await other.acquire(blocking=False)
+            await other.release()
+        finally:
+            await client.aclose()
+
+    asyncio.run(body())

@@ -10,6 +10,7 @@ through the same object meanwhile. Pure bookkeeping, no I/O: every member of the
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import weakref
 
@@ -31,64 +32,93 @@ class Hold:
         self.depth = 1  # times the owner holds it (only seawall.RLock enters more than once)
 
 
-class _Owned:
-    """One owner's holds through one object (newest last) and the fence it saw last."""
-
-    __slots__ = ("holds", "last_fence")
-
-    def __init__(self) -> None:
-        self.holds: list[Hold] = []
-        self.last_fence: int | None = None
+def _gone(owner: object) -> bool:
+    """Whether `owner` can never act again: a finished asyncio task or thread."""
+    done = getattr(owner, "done", None)  # asyncio.Task
+    if callable(done):
+        return bool(done())
+    alive = getattr(owner, "is_alive", None)  # threading.Thread
+    return callable(alive) and not alive()
 
 
 class HoldTable:
     """The holds taken through one object, by owner.
 
-    Owners are weakly referenced: a finished thread or task takes its entry with it (the
-    lease of a hold it never released runs out on the server).
+    An owner that is gone (a finished thread or task) can never release what it holds; its
+    holds pass to the next owner that releases, extends or reads the fence while holding
+    nothing itself. That is what `asyncio.wait_for(lock.acquire(), t)` needs on Python
+    3.11 (it acquires in a task of its own), and what `threading.Lock` allows (a release
+    from another thread). A live owner's holds are never taken over: a paused owner keeps
+    its own, and its late release fails.
     """
 
     def __init__(self) -> None:
         self._mutex = threading.Lock()
-        self._owners: weakref.WeakKeyDictionary[object, _Owned] = weakref.WeakKeyDictionary()
+        # Owners with holds, strongly referenced until their holds are released or taken
+        # over (a gone owner must stay recognisable as gone).
+        self._holds: dict[object, list[Hold]] = {}
+        # The fence each owner saw last; a collected owner cannot ask for it any more.
+        self._last_fence: weakref.WeakKeyDictionary[object, int] = weakref.WeakKeyDictionary()
 
     def add(self, hold: Hold) -> None:
         """Record a hold just granted to `hold.owner`; its fence becomes the owner's."""
         with self._mutex:
-            owned = self._owners.get(hold.owner)
-            if owned is None:
-                owned = self._owners[hold.owner] = _Owned()
-            owned.holds.append(hold)
-            owned.last_fence = hold.fence
+            self._holds.setdefault(hold.owner, []).append(hold)
+            self._remember(hold.owner, hold.fence)
 
-    def current(self, owner: object) -> Hold | None:
-        """The newest hold `owner` has not released (it may have been lost), or None."""
+    def current(self, owner: object, *, adopt: bool = False) -> Hold | None:
+        """The newest hold `owner` has not released (it may have been lost), or None.
+        With `adopt`, an owner holding nothing takes over the holds of gone owners."""
         with self._mutex:
-            owned = self._owners.get(owner)
-            return owned.holds[-1] if owned is not None and owned.holds else None
+            holds = self._adopted(owner) if adopt else self._holds.get(owner)
+            return holds[-1] if holds else None
 
     def take(self, owner: object) -> Hold | None:
-        """Remove `owner`'s newest hold and mark it released, at once: renewal stops and
-        another acquire by the owner may follow, even if the release round trip that comes
-        next is cancelled. None when the owner holds nothing here."""
+        """Remove `owner`'s newest hold (adopting gone owners' holds if it has none) and
+        mark it released, at once: renewal stops and another acquire by the owner may
+        follow, even if the release round trip that comes next is cancelled. None when
+        the owner holds nothing here."""
         with self._mutex:
-            owned = self._owners.get(owner)
-            if owned is None or not owned.holds:
+            holds = self._adopted(owner)
+            if not holds:
                 return None
-            hold = owned.holds.pop()
+            hold = holds.pop()
+            if not holds:
+                del self._holds[owner]
             hold.released = True
             return hold
 
     def fence(self, owner: object) -> int | None:
         """The fence of `owner`'s newest hold, else of the last hold it took; None if it
-        never took one through this object."""
+        never took one through this object (nor took over a gone owner's)."""
         with self._mutex:
-            owned = self._owners.get(owner)
-            if owned is None:
-                return None
-            return owned.holds[-1].fence if owned.holds else owned.last_fence
+            holds = self._adopted(owner)
+            if holds:
+                return holds[-1].fence
+            return self._last_fence.get(owner)
 
     def count(self) -> int:
         """How many holds are taken through this object now, by every owner together."""
         with self._mutex:
-            return sum(len(owned.holds) for owned in self._owners.values())
+            return sum(len(holds) for holds in self._holds.values())
+
+    def _adopted(self, owner: object) -> list[Hold] | None:
+        """`owner`'s holds; if it has none, those of every gone owner, now its own."""
+        holds = self._holds.get(owner)
+        if holds:
+            return holds
+        orphans: list[Hold] = []
+        for other in [o for o in self._holds if o is not owner and _gone(o)]:
+            orphans.extend(self._holds.pop(other))
+        if not orphans:
+            return holds
+        for hold in orphans:
+            hold.owner = owner
+        self._holds[owner] = orphans
+        self._remember(owner, orphans[-1].fence)
+        return orphans
+
+    def _remember(self, owner: object, fence: int) -> None:
+        # An owner that cannot be weakly referenced keeps no history.
+        with contextlib.suppress(TypeError):
+            self._last_fence[owner] = fence

@@ -53,7 +53,50 @@ def test_a_finished_owner_takes_its_entry_with_it() -> None:
     table.take(a)
     del a
     gc.collect()
-    assert table.count() == 0 and len(table._owners) == 0
+    assert table.count() == 0 and len(table._holds) == 0 and len(table._last_fence) == 0
+
+
+def test_a_finished_threads_hold_passes_to_the_next_releaser() -> None:
+    """threading.Lock lets another thread release; asyncio.wait_for on Python 3.11 acquires
+    in a task of its own. A hold whose owner is gone passes to whoever releases next."""
+    table = HoldTable()
+    granted: list[Hold] = []
+    worker = threading.Thread(target=lambda: granted.append(hold(threading.current_thread(), 7)))
+    worker.start()
+    worker.join()
+    table.add(granted[0])
+    me = threading.current_thread()
+    assert table.current(me) is None  # an acquire does not take it over
+    assert table.fence(me) == 7
+    taken = table.take(me)
+    assert taken is granted[0] and taken.released and taken.owner is me
+    assert table.count() == 0
+
+
+def test_a_live_owners_hold_is_never_taken_over() -> None:
+    """A paused (still running) owner keeps its hold: its late release is its own."""
+    table = HoldTable()
+    release = threading.Event()
+    started = threading.Event()
+    granted: list[Hold] = []
+
+    def paused_owner() -> None:
+        granted.append(hold(threading.current_thread(), 3))
+        started.set()
+        release.wait(10)
+
+    worker = threading.Thread(target=paused_owner)
+    worker.start()
+    try:
+        started.wait(10)
+        table.add(granted[0])
+        me = threading.current_thread()
+        assert table.take(me) is None
+        assert table.fence(me) is None
+        assert table.current(me, adopt=True) is None
+    finally:
+        release.set()
+        worker.join()
 
 
 @pytest.mark.parametrize(

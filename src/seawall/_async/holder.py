@@ -77,9 +77,11 @@ class AsyncHolder:
         """What it is, for logs, errors and background task names: "lock 'x'"."""
         raise NotImplementedError
 
-    def _current(self) -> Hold | None:
-        """The caller's (this asyncio task's) newest hold through this object, or None."""
-        return self._table.current(async_owner())
+    def _current(self, *, adopt: bool = True) -> Hold | None:
+        """The caller's (this asyncio task's) newest hold through this object, or None.
+        Unless `adopt` is False, a caller holding nothing takes over the holds of finished
+        threads or tasks (see HoldTable)."""
+        return self._table.current(async_owner(), adopt=adopt)
 
     @property
     def fence(self) -> int:

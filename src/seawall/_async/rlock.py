@@ -50,7 +50,9 @@ class AsyncRLock(AsyncLock):
         As for seawall.aio.Lock: True when taken, False when `timeout` passed (or not
         blocking). Re-entry never waits; it raises LockNotOwnedError if the lease was lost.
         """
-        hold = self._current()
+        # Re-entry is for the caller's own hold: a finished task's is taken over only by a
+        # release (acquiring would enter it once more and leave it held).
+        hold = self._current(adopt=False)
         if hold is None:
             return await super().acquire(blocking, timeout)
         check_acquire_wait(blocking, timeout, self.timeout, self._label())
