@@ -26,7 +26,14 @@ from seawall._async.renewer import get_renewer
 from seawall._async.replication import run_script_replicated
 from seawall._async.scripts import run_script
 from seawall._async.waker import AsyncWaker, get_waker
-from seawall._concurrency import async_background, async_fire, async_scope, async_time_limit
+from seawall._bounded import async_until
+from seawall._concurrency import (
+    async_background,
+    async_fire,
+    async_scope,
+    async_spawn,
+    async_time_limit,
+)
 from seawall._replication import ReplicaPolicy
 from seawall.errors import LockNotOwnedError, LockTimeout
 
@@ -151,24 +158,30 @@ class AsyncLeaseHolder(AsyncHolder):
         token: str,
         me: object,
         replicated_what: str,
+        deadline: float | None = None,
     ) -> Any:
         """Run the acquire `script` once: None when it granted `token` (now held and
-        renewed), else its reply. `replicated_what` names the hold in a replicas error."""
+        renewed), else its reply. `replicated_what` names the hold in a replicas error.
+
+        With a `deadline` (monotonic) the try ends by then, whatever the client's socket
+        timeout: TimeoutError when no reply came in time."""
         policy = self._replication
         sent = _concurrency.monotonic()
         acked = 0
         try:
-            if policy is None:
-                reply = await run_script(self._client, script, keys, args)
-            else:
-                reply, acked = await run_script_replicated(self._client, script, keys, args, policy)
+            async with async_until(deadline):
+                if policy is None:
+                    reply = await run_script(self._client, script, keys, args)
+                else:
+                    reply, acked = await run_script_replicated(
+                        self._client, script, keys, args, policy
+                    )
         except BaseException:
-            # Cancelled or failed mid-flight: the server may have granted it. Give that
-            # token back (a no-op if it was not granted), so nothing outlives a caller that
-            # gave up, and never start renewing it.
-            async_background(
-                functools.partial(self._release_token, token), f"cleanup of {self._label()}"
-            )
+            # Cancelled, timed out or failed mid-flight: the server may have granted it
+            # (or may yet: a frozen server runs the script when it thaws). Give that token
+            # back (a no-op if it was not granted), so nothing outlives a caller that gave
+            # up, and never start renewing it.
+            self._release_later(token, "cleanup")
             raise
         if int(reply[0]) != 1:
             return reply
@@ -190,6 +203,16 @@ class AsyncLeaseHolder(AsyncHolder):
         if self._renew_leases:
             get_renewer().add(self, hold, _lease.renew_at(sent, self.ttl))
         return None
+
+    def _release_later(self, token: str, what: str) -> None:
+        """Release `token` in the background (never in the caller's time: its server may
+        be frozen), for at most the ttl: by then its lease has run out anyway."""
+
+        async def release() -> None:
+            async with async_time_limit(self.ttl):
+                await self._release_token(token)
+
+        async_spawn(release, f"{what} of {self._label()}")
 
     async def _give_back(self, hold: Hold) -> None:
         """Release `hold`, which the caller has just marked released with no await before

@@ -8,6 +8,7 @@ from typing import Any
 
 from redis.exceptions import NoScriptError
 
+from seawall._bounded import execute
 from seawall._scripts import LuaScript
 from seawall._validate import Client
 
@@ -20,8 +21,12 @@ def run_script(
     EVAL both runs the script and caches it on the node that ran it (after a restart, a
     failover or SCRIPT FLUSH), so nothing about "loaded" state is remembered client-side;
     on Cluster each node fills its own cache the same way.
+
+    Inside `until(deadline)` (seawall._bounded) the call ends by the deadline,
+    whatever the client's socket timeout.
     """
+    key = keys[0]
     try:
-        return client.evalsha(script.sha, len(keys), *keys, *args)
+        return execute(client, ("EVALSHA", script.sha, len(keys), *keys, *args), key)
     except NoScriptError:
-        return client.eval(script.source, len(keys), *keys, *args)
+        return execute(client, ("EVAL", script.source, len(keys), *keys, *args), key)
