@@ -26,7 +26,7 @@ from seawall._async.renewer import get_renewer
 from seawall._async.replication import run_script_replicated
 from seawall._async.scripts import run_script
 from seawall._async.waker import AsyncWaker, get_waker
-from seawall._bounded import async_until
+from seawall._bounded import async_until, last_look
 from seawall._concurrency import (
     async_background,
     async_fire,
@@ -163,13 +163,14 @@ class AsyncLeaseHolder(AsyncHolder):
         """Run the acquire `script` once: None when it granted `token` (now held and
         renewed), else its reply. `replicated_what` names the hold in a replicas error.
 
-        With a `deadline` (monotonic) the try ends by then, whatever the client's socket
-        timeout: TimeoutError when no reply came in time."""
+        With a `deadline` (monotonic) the try ends by then (or LAST_LOOK from now, so a
+        try at the deadline, as `timeout=0` makes, can still answer), whatever the
+        client's socket timeout: TimeoutError when no reply came in time."""
         policy = self._replication
         sent = _concurrency.monotonic()
         acked = 0
         try:
-            async with async_until(deadline):
+            async with async_until(last_look(deadline)):
                 if policy is None:
                     reply = await run_script(self._client, script, keys, args)
                 else:

@@ -25,8 +25,8 @@ from seawall._sync.cache_base import (
     CacheBase,
     ms,
 )
-from seawall._bounded import LAST_LOOK, until
 from seawall._sync.cache_waker import CacheWaker, Watch, get_cache_waker
+from seawall._bounded import LAST_LOOK, until
 from seawall._cache_codec import ABSENT_PAYLOAD, CACHE_WAKE_PREFIX, CacheKeys, cache_keys, encode
 from seawall._concurrency import (
     Event,

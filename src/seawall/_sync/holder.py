@@ -27,7 +27,7 @@ from seawall._sync.renewer import get_renewer
 from seawall._sync.replication import run_script_replicated
 from seawall._sync.scripts import run_script
 from seawall._sync.waker import Waker, get_waker
-from seawall._bounded import until
+from seawall._bounded import until, last_look
 from seawall._concurrency import (
     background,
     fire,
@@ -164,13 +164,14 @@ class LeaseHolder(Holder):
         """Run the acquire `script` once: None when it granted `token` (now held and
         renewed), else its reply. `replicated_what` names the hold in a replicas error.
 
-        With a `deadline` (monotonic) the try ends by then, whatever the client's socket
-        timeout: TimeoutError when no reply came in time."""
+        With a `deadline` (monotonic) the try ends by then (or LAST_LOOK from now, so a
+        try at the deadline, as `timeout=0` makes, can still answer), whatever the
+        client's socket timeout: TimeoutError when no reply came in time."""
         policy = self._replication
         sent = _concurrency.monotonic()
         acked = 0
         try:
-            with until(deadline):
+            with until(last_look(deadline)):
                 if policy is None:
                     reply = run_script(self._client, script, keys, args)
                 else:
