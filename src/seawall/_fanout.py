@@ -246,7 +246,14 @@ def one_node(client: Any, command: Sequence[Any], timeout: float) -> Any:
         if isinstance(outcome, Exception):
             return outcome
         return _read_reply(client, *outcome, deadline, timeout)
-    return _each_node_on_threads([client], command, deadline, exclusive=0)()[0]
+    # A server that left a call unanswered gets one request at a time on the threads (as
+    # in each_node): against a frozen server without socket_timeout, retries (renewals
+    # every ttl/10) then tie up one thread, not one each. A client not used yet is not
+    # held to this: its first callers all go ahead.
+    silent = client in _silent
+    if silent and id(client) in _in_flight:
+        return TimeoutError("an earlier request to this server is unanswered")
+    return _each_node_on_threads([client], command, deadline, exclusive=int(silent))()[0]
 
 
 def one_node_on_threads(client: Any, command: Sequence[Any], timeout: float) -> Any:
@@ -278,6 +285,8 @@ def _send_pooled(client: Any, command: Sequence[Any]) -> tuple[Any, Any] | Excep
 
 # Clients whose last request was answered in time: they use the fast path.
 _answering: weakref.WeakSet[Any] = weakref.WeakSet()
+# Clients with a request that went unanswered in time, until one is answered (one_node).
+_silent: weakref.WeakSet[Any] = weakref.WeakSet()
 # Connections left with a reply due, per client: (pool, connection).
 _parked: weakref.WeakKeyDictionary[Any, list[tuple[Any, Any]]] = weakref.WeakKeyDictionary()
 
@@ -329,6 +338,7 @@ def _read_reply(client: Any, pool: Any, connection: Any, deadline: float, timeou
         if not connection.can_read(timeout=max(deadline - monotonic(), 0.0)):
             _park(client, [(pool, connection)])
             _answering.discard(client)
+            _silent.add(client)
             return TimeoutError(f"no answer within {timeout:g} s")
         reply = connection.read_response()
     except ResponseError as exc:  # an error reply: the connection itself is fine
@@ -357,6 +367,7 @@ def _each_node_on_threads(
     def call(client: Any) -> Any:
         reply = client.execute_command(*command)
         _answering.add(client)
+        _silent.discard(client)
         return reply
 
     futures = []
@@ -382,6 +393,7 @@ def _each_node_on_threads(
                 pool.stuck(+1)
                 future.add_done_callback(lambda _: pool.stuck(-1))
             _answering.discard(client)
+            _silent.add(client)
             results.append(TimeoutError("no answer in time"))
         return results
 

@@ -125,3 +125,33 @@ def test_async_frozen_server_does_not_delay_other_renewals(
         f"on_lost of the lock on the frozen server did not fire within {TTL_A} s + "
         f"{LOST_MARGIN} s"
     )
+
+
+
+def test_sync_calls_to_a_frozen_server_tie_up_one_thread(seawall_server_factory: Any) -> None:
+    """Without socket_timeout a call to a frozen server blocks its thread until the server
+    answers. Timed-out tries (acquires, renewal retries, clean-ups) must not each tie up
+    one more: a server that went silent gets one request at a time."""
+    server = seawall_server_factory()
+    r = redis.Redis.from_url(server.url)
+    tries = 10
+
+    def node_threads() -> int:
+        return sum(1 for t in threading.enumerate() if t.name == "seawall-node")
+
+    try:
+        warm = seawall.Lock(r, "warm", renew=False)
+        assert warm.acquire(timeout=1.0)
+        warm.release()
+        before = node_threads()
+        server.pause()
+        try:
+            for n in range(tries):
+                assert seawall.Lock(r, f"frozen-{n}", renew=False).acquire(timeout=0.3) is False
+            blocked = node_threads() - before
+        finally:
+            server.resume()
+        # The timed-out try itself, one request at a time after it, their clean-ups.
+        assert blocked <= 3, f"{blocked} more threads blocked on the frozen server"
+    finally:
+        r.close()

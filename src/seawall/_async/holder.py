@@ -31,11 +31,16 @@ from seawall._concurrency import (
     async_background,
     async_fire,
     async_scope,
+    async_sleep,
     async_spawn,
     async_time_limit,
 )
 from seawall._replication import ReplicaPolicy
 from seawall.errors import LockNotOwnedError, LockTimeout
+
+# A background release of a token that a timed-out try may have been granted retries
+# after this long (doubling, at most 1 s) while the server does not answer.
+RELEASE_RETRY = 0.05
 
 
 class Hold:
@@ -207,11 +212,23 @@ class AsyncLeaseHolder(AsyncHolder):
 
     def _release_later(self, token: str, what: str) -> None:
         """Release `token` in the background (never in the caller's time: its server may
-        be frozen), for at most the ttl: by then its lease has run out anyway."""
+        be frozen), trying for at most the ttl: by then its lease has run out anyway."""
 
         async def release() -> None:
-            async with async_time_limit(self.ttl):
-                await self._release_token(token)
+            give_up = _concurrency.monotonic() + self.ttl
+            pause = RELEASE_RETRY
+            while True:
+                try:
+                    async with async_until(give_up):
+                        await self._release_token(token)
+                    return
+                except TimeoutError:
+                    # A sync client may refuse at once while an earlier request to a
+                    # frozen server is unanswered: try again until the lease is over.
+                    if _concurrency.monotonic() + pause >= give_up:
+                        raise
+                await async_sleep(pause)
+                pause = min(pause * 2, 1.0)
 
         async_spawn(release, f"{what} of {self._label()}")
 

@@ -32,11 +32,17 @@ from seawall._concurrency import (
     background,
     fire,
     scope,
+    sleep,
     spawn,
     time_limit,
 )
 from seawall._replication import ReplicaPolicy
 from seawall.errors import LockNotOwnedError, LockTimeout
+
+
+# A background release of a token that a timed-out try may have been granted retries
+# after this long (doubling, at most 1 s) while the server does not answer.
+RELEASE_RETRY = 0.05
 
 
 class Hold:
@@ -208,11 +214,23 @@ class LeaseHolder(Holder):
 
     def _release_later(self, token: str, what: str) -> None:
         """Release `token` in the background (never in the caller's time: its server may
-        be frozen), for at most the ttl: by then its lease has run out anyway."""
+        be frozen), trying for at most the ttl: by then its lease has run out anyway."""
 
         def release() -> None:
-            with time_limit(self.ttl):
-                self._release_token(token)
+            give_up = _concurrency.monotonic() + self.ttl
+            pause = RELEASE_RETRY
+            while True:
+                try:
+                    with until(give_up):
+                        self._release_token(token)
+                    return
+                except TimeoutError:
+                    # A sync client may refuse at once while an earlier request to a
+                    # frozen server is unanswered: try again until the lease is over.
+                    if _concurrency.monotonic() + pause >= give_up:
+                        raise
+                sleep(pause)
+                pause = min(pause * 2, 1.0)
 
         spawn(release, f"{what} of {self._label()}")
 
