@@ -39,7 +39,6 @@ from seawall._concurrency import (
 from seawall._replication import ReplicaPolicy
 from seawall.errors import LockNotOwnedError, LockTimeout
 
-
 # A background release of a token that a timed-out try may have been granted retries
 # after this long (doubling, at most 1 s) while the server does not answer.
 RELEASE_RETRY = 0.05
