@@ -7,7 +7,7 @@ The implementations in `seawall/_async/` use the `Async*` / `async_*` names belo
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import functools
 import inspect
 import logging
 import os
@@ -190,8 +190,11 @@ def async_time_limit(seconds: float) -> Any:
 
 
 def time_limit(seconds: float) -> Any:
-    # Sync I/O is bounded by the client's socket_timeout; nothing to add here.
-    return contextlib.nullcontext()
+    # Sync Redis calls made through seawall._bounded.execute (every script) read their
+    # reply with what is left of this limit, whatever the client's socket_timeout.
+    from seawall._bounded import until
+
+    return until(monotonic() + max(seconds, 0.0))
 
 
 def async_fire(callback: Callable[[Any], Any], arg: Any) -> None:
@@ -223,6 +226,20 @@ async def async_node_of(cluster: Any, key: str) -> Any:
 def node_of(cluster: Any, key: str) -> Any:
     # Sync cluster clients load their slot map when constructed.
     return cluster.get_node_from_key(key)
+
+
+def async_run_soon(call: Callable[[], Awaitable[Any]], what: str) -> None:
+    """Start `call` alongside the caller, which does not wait for it; errors are logged.
+
+    A task here; in sync code a thread of a shared pool that grows while its threads are
+    busy, so one call stuck on a frozen server never delays another."""
+    async_background(call, what)
+
+
+def run_soon(call: Callable[[], Any], what: str) -> None:
+    from seawall._fanout import run_soon as on_pool
+
+    on_pool(functools.partial(background, call, what))
 
 
 def async_spawn(call: Callable[[], Awaitable[Any]], what: str) -> None:

@@ -61,15 +61,19 @@ async def async_each_node(
 
 
 class _NodePool:
-    """A few daemon threads, started on demand, shared by every sync Redlock.
+    """A few daemon threads, started on demand, shared by every sync Redlock (and by
+    every call bounded by a deadline, see seawall._bounded).
 
     A call stuck past its timeout (a frozen server, a client without socket_timeout)
     cannot be interrupted; `stuck(+1)` lets one more thread start in its place, so stuck
     calls never starve the others, and `stuck(-1)` takes the allowance back once it ends.
     """
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, name: str = "seawall-node", linger: int | None = None) -> None:
         self._size = size
+        self._name = name
+        # Threads beyond this many leave after NODE_POOL_IDLE_EXIT idle (None: the size).
+        self._linger = linger
         self._work: queue.SimpleQueue[tuple[Future[Any], Callable[[Any], Any], Any]] = (
             queue.SimpleQueue()
         )
@@ -95,7 +99,7 @@ class _NodePool:
             if self._threads >= self._size:
                 return
             self._threads += 1
-        threading.Thread(target=self._run, name="seawall-redlock", daemon=True).start()
+        threading.Thread(target=self._run, name=self._name, daemon=True).start()
 
     def _run(self) -> None:
         while True:
@@ -105,7 +109,8 @@ class _NodePool:
                 # Threads started for stuck calls leave once those calls have ended; the
                 # idle token taken here is this thread's own, so no submit counts on it.
                 with self._mutex:
-                    if self._threads > self._size and self._idle.acquire(blocking=False):
+                    keep = self._size if self._linger is None else min(self._linger, self._size)
+                    if self._threads > keep and self._idle.acquire(blocking=False):
                         self._threads -= 1
                         return
                 continue
@@ -134,10 +139,29 @@ def _get_node_pool() -> _NodePool:
         return _node_pool
 
 
+# Background work that must not queue behind a stuck call (sync lease renewals): a thread
+# per concurrent job, up to WORK_POOL_SIZE; WORK_POOL_LINGER of them stay when idle.
+WORK_POOL_SIZE = 256
+WORK_POOL_LINGER = 4
+_work_pool: _NodePool | None = None
+
+
+def run_soon(call: Callable[[], Any]) -> None:
+    """Run `call` on a shared pool thread, at once: the pool grows while its threads are
+    busy (a renewal waiting on a frozen server delays no other). Errors are the caller's
+    to catch: they are dropped here."""
+    global _work_pool
+    with _node_pool_mutex:
+        if _work_pool is None:
+            _work_pool = _NodePool(WORK_POOL_SIZE, "seawall-worker", WORK_POOL_LINGER)
+        pool = _work_pool
+    pool.submit(lambda _: call(), None)
+
+
 def _forget_node_pool() -> None:
     # The parent's threads (and connections' states) do not carry over into a forked child.
-    global _node_pool, _node_pool_mutex
-    _node_pool, _node_pool_mutex = None, threading.Lock()
+    global _node_pool, _node_pool_mutex, _work_pool
+    _node_pool, _node_pool_mutex, _work_pool = None, threading.Lock(), None
     _in_flight.clear()
     _answering.clear()
     _parked.clear()
@@ -181,24 +205,11 @@ def each_node(clients: Sequence[Any], command: Sequence[Any], timeout: float) ->
         elif not _idle_connection(client.connection_pool):
             helped.append(index)
         else:
-            pool = client.connection_pool
-            try:
-                connection = _pooled_connection(pool)
-            except Exception as exc:
-                _answering.discard(client)
-                results[index] = exc
-                continue
-            try:
-                connection.send_command(*command)
-            except BaseException as exc:
-                connection.disconnect()
-                pool.release(connection)
-                _answering.discard(client)
-                if not isinstance(exc, Exception):
-                    raise
-                results[index] = exc
-                continue
-            sent.append((index, pool, connection))
+            outcome = _send_pooled(client, command)
+            if isinstance(outcome, Exception):
+                results[index] = outcome
+            else:
+                sent.append((index, *outcome))
     # Started before the replies below are read, so all of them wait at the same time.
     on_threads = probes + helped
     if on_threads:
@@ -213,8 +224,69 @@ def each_node(clients: Sequence[Any], command: Sequence[Any], timeout: float) ->
     return results
 
 
+def one_node(client: Any, command: Sequence[Any], timeout: float) -> Any:
+    """Send `command` to one client's server; its reply, or the exception it raised
+    (TimeoutError when no reply came within `timeout`).
+
+    As `each_node` does for each master, without its one-request-at-a-time rule for a
+    server not known to answer (a caller here has no quorum to fall back on): from the
+    calling thread on an idle pooled connection of a server that answered last time, else
+    on the shared pool threads. A reply still due at the deadline is never read by anyone
+    else: its connection is parked, or its call goes on on a pool thread.
+    """
+    deadline = monotonic() + max(timeout, 0.0)
+    pool = getattr(client, "connection_pool", None)
+    if (
+        pool is not None
+        and client in _answering
+        and _drain_parked(client)
+        and _idle_connection(pool)
+    ):
+        outcome = _send_pooled(client, command)
+        if isinstance(outcome, Exception):
+            return outcome
+        return _read_reply(client, *outcome, deadline, timeout)
+    # A server that left a call unanswered gets one request at a time on the threads (as
+    # in each_node): against a frozen server without socket_timeout, retries (renewals
+    # every ttl/10) then tie up one thread, not one each. A client not used yet is not
+    # held to this: its first callers all go ahead.
+    silent = client in _silent
+    if silent and id(client) in _in_flight:
+        return TimeoutError("an earlier request to this server is unanswered")
+    return _each_node_on_threads([client], command, deadline, exclusive=int(silent))()[0]
+
+
+def one_node_on_threads(client: Any, command: Sequence[Any], timeout: float) -> Any:
+    """As `one_node`, always on a pool thread (for clients without a connection pool of
+    their own, such as a cluster client following a redirection)."""
+    deadline = monotonic() + max(timeout, 0.0)
+    return _each_node_on_threads([client], command, deadline, exclusive=0)()[0]
+
+
+def _send_pooled(client: Any, command: Sequence[Any]) -> tuple[Any, Any] | Exception:
+    """Send `command` on an idle pooled connection: (pool, connection), or the error."""
+    pool = client.connection_pool
+    try:
+        connection = _pooled_connection(pool)
+    except Exception as exc:
+        _answering.discard(client)
+        return exc
+    try:
+        connection.send_command(*command)
+    except BaseException as exc:
+        connection.disconnect()
+        pool.release(connection)
+        _answering.discard(client)
+        if not isinstance(exc, Exception):
+            raise
+        return exc
+    return pool, connection
+
+
 # Clients whose last request was answered in time: they use the fast path.
 _answering: weakref.WeakSet[Any] = weakref.WeakSet()
+# Clients with a request that went unanswered in time, until one is answered (one_node).
+_silent: weakref.WeakSet[Any] = weakref.WeakSet()
 # Connections left with a reply due, per client: (pool, connection).
 _parked: weakref.WeakKeyDictionary[Any, list[tuple[Any, Any]]] = weakref.WeakKeyDictionary()
 
@@ -266,6 +338,7 @@ def _read_reply(client: Any, pool: Any, connection: Any, deadline: float, timeou
         if not connection.can_read(timeout=max(deadline - monotonic(), 0.0)):
             _park(client, [(pool, connection)])
             _answering.discard(client)
+            _silent.add(client)
             return TimeoutError(f"no answer within {timeout:g} s")
         reply = connection.read_response()
     except ResponseError as exc:  # an error reply: the connection itself is fine
@@ -294,6 +367,7 @@ def _each_node_on_threads(
     def call(client: Any) -> Any:
         reply = client.execute_command(*command)
         _answering.add(client)
+        _silent.discard(client)
         return reply
 
     futures = []
@@ -319,6 +393,7 @@ def _each_node_on_threads(
                 pool.stuck(+1)
                 future.add_done_callback(lambda _: pool.stuck(-1))
             _answering.discard(client)
+            _silent.add(client)
             results.append(TimeoutError("no answer in time"))
         return results
 

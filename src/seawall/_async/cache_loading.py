@@ -25,6 +25,7 @@ from seawall._async.cache_base import (
     ms,
 )
 from seawall._async.cache_waker import AsyncCacheWaker, Watch, get_cache_waker
+from seawall._bounded import LAST_LOOK, async_until
 from seawall._cache_codec import ABSENT_PAYLOAD, CACHE_WAKE_PREFIX, CacheKeys, cache_keys, encode
 from seawall._concurrency import (
     AsyncEvent,
@@ -33,6 +34,7 @@ from seawall._concurrency import (
     async_scope,
     async_sleep,
     async_spawn,
+    async_time_limit,
 )
 from seawall._freshness import xfetch_due
 from seawall._l1 import MISSING
@@ -142,6 +144,35 @@ class AsyncCacheCore(AsyncCacheBase):
             _FETCH, keys.all, (token, ms(self.lease), waiter, "1" if early else "")
         )
 
+    async def _fetch_within(
+        self,
+        keys: CacheKeys,
+        key: str,
+        token: str,
+        queued: bool,
+        waker: AsyncCacheWaker,
+        deadline: float,
+    ) -> Any:
+        """`_fetch`, bounded by `deadline` (see `last_look`): CacheWaitTimeout when no
+        reply came by then."""
+        bound = max(deadline, _concurrency.monotonic() + LAST_LOOK)
+        try:
+            async with async_until(bound):
+                return await self._fetch(keys, token, waker.id if queued else "", False)
+        except TimeoutError as exc:
+            if _concurrency.monotonic() < bound:
+                raise  # not ours: a breaker's own call timeout
+            # The fetch may yet run and take the load lease under our token: give it back.
+            async_spawn(
+                functools.partial(self._give_back_within, keys, token),
+                f"giving back the load lease of cache key {key!r}",
+            )
+            raise self._wait_timeout(key) from exc
+
+    async def _give_back_within(self, keys: CacheKeys, token: str) -> None:
+        async with async_time_limit(self.lease):
+            await self._give_back(keys, token)
+
     async def _resolve(
         self, key: str, loader: Callable[[], Any], ttl: float | None
     ) -> tuple[Any, str]:
@@ -163,7 +194,11 @@ class AsyncCacheCore(AsyncCacheBase):
                 # Queued only while the channel is listened to (the listener may have
                 # stopped, idle, since the last look).
                 queued = watch is not None and waker.ready
-                reply = await self._fetch(keys, token, waker.id if queued else "", False)
+                if waited:
+                    # A look after a wait ends by the wait's deadline, frozen server or not.
+                    reply = await self._fetch_within(keys, key, token, queued, waker, deadline)
+                else:
+                    reply = await self._fetch(keys, token, waker.id if queued else "", False)
                 status = int(reply[0])
                 if status == MISS_LOAD:
                     self._counters.add("misses")

@@ -1,7 +1,13 @@
-"""One lease renewer per process (a thread) or per event loop (a task) for all held locks."""
+"""One lease renewer per process (a thread) or per event loop (a task) for all held locks.
+
+The renewer only keeps the schedule (a heap): each renewal that comes due runs on its own
+(a task; a thread of a shared pool in sync code), bounded by its own lease, so a renewal
+stuck on a frozen server delays no other hold's renewal.
+"""
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import threading
@@ -9,7 +15,13 @@ import weakref
 from typing import Protocol
 
 from seawall import _concurrency
-from seawall._concurrency import AsyncEvent, AsyncWorker, ScopedRegistry, async_scope
+from seawall._concurrency import (
+    AsyncEvent,
+    AsyncWorker,
+    ScopedRegistry,
+    async_run_soon,
+    async_scope,
+)
 
 # With nothing to renew the worker lingers this long before it exits, so a tight
 # acquire/release loop does not start a thread per cycle.
@@ -114,7 +126,9 @@ class AsyncRenewer:
             self._changed.clear()
             wake_at, due = self._next_due()
             for entry in due:
-                await self._renew_one(entry)
+                # Each on its own: a renewal waiting on a frozen server (up to its lease)
+                # must not hold up the others. Until it ends its entry is off the heap.
+                async_run_soon(functools.partial(self._renew_one, entry), "seawall-renewal")
             if due:
                 continue
             if wake_at is not None:
@@ -148,8 +162,11 @@ class AsyncRenewer:
             if due is None:
                 entry.active = False
                 self._entries.pop(id(entry.hold), None)
-            else:
-                heapq.heappush(self._heap, (due, next(self._order), entry))
+                return
+            heapq.heappush(self._heap, (due, next(self._order), entry))
+            if self._wake_at is not None and self._wake_at <= due:
+                return
+        self._changed.set()  # due before the worker looks next
 
 
 _registry = ScopedRegistry()

@@ -144,7 +144,12 @@ class AsyncRWSide(AsyncLeaseHolder):
                 # Noted before the try: if it is cancelled in flight, the queue entry it may
                 # have made is still withdrawn when the last local waiter leaves.
                 queued = waiter_id is not None and turn.queueing()
-                blocker_pttl = await self._attempt(token, me, waiter_id or "", queued)
+                try:
+                    blocker_pttl = await self._attempt(
+                        token, me, waiter_id or "", queued, deadline
+                    )
+                except TimeoutError:  # no reply by the deadline (a frozen server)
+                    return False
                 if blocker_pttl is None:
                     if waiter_id is not None:
                         turn.dequeued()
@@ -160,11 +165,17 @@ class AsyncRWSide(AsyncLeaseHolder):
                 await turn.wait_signal(self._pause(blocker_pttl, remaining))
 
     async def _attempt(
-        self, token: str, me: object, waiter_id: str = "", queued: bool = False
+        self,
+        token: str,
+        me: object,
+        waiter_id: str = "",
+        queued: bool = False,
+        deadline: float | None = None,
     ) -> int | None:
         """One try; None when acquired, else how long (ms) the blocker lasts unless renewed.
 
-        With a `waiter_id`, a failed try also queues this process to be woken.
+        With a `waiter_id`, a failed try also queues this process to be woken. With a
+        `deadline`, TimeoutError if no reply came by then.
         """
         keys = self._keys
         script_keys = (
@@ -177,7 +188,13 @@ class AsyncRWSide(AsyncLeaseHolder):
         )
         args = (token, ms(self.ttl), waiter_id, self._intent_ms(), "1" if queued else "")
         reply = await self._try_acquire(
-            self._acquire_script, script_keys, args, token, me, f"the {self._kind} side of rwlock"
+            self._acquire_script,
+            script_keys,
+            args,
+            token,
+            me,
+            f"the {self._kind} side of rwlock",
+            deadline,
         )
         return None if reply is None else int(reply[1])
 

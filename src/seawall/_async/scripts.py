@@ -8,6 +8,7 @@ from typing import Any
 from redis.exceptions import NoScriptError
 
 from seawall._async.eviction import check_eviction_policy
+from seawall._bounded import async_execute
 from seawall._scripts import LuaScript
 from seawall._validate import AsyncClient
 
@@ -20,11 +21,19 @@ async def run_script(
     EVAL both runs the script and caches it on the node that ran it (after a restart, a
     failover or SCRIPT FLUSH), so nothing about "loaded" state is remembered client-side;
     on Cluster each node fills its own cache the same way.
+
+    Inside `async_until(deadline)` (seawall._bounded) the call ends by the deadline,
+    whatever the client's socket timeout.
     """
+    key = keys[0]
     try:
-        reply = await client.evalsha(script.sha, len(keys), *keys, *args)
+        reply = await async_execute(
+            client, ("EVALSHA", script.sha, len(keys), *keys, *args), key
+        )
     except NoScriptError:
-        reply = await client.eval(script.source, len(keys), *keys, *args)
+        reply = await async_execute(
+            client, ("EVAL", script.source, len(keys), *keys, *args), key
+        )
     # After the script, from a server that has just answered: checked before it, a server
     # frozen from the start would make the caller wait twice, once outside its timeout.
     await check_eviction_policy(client, script)

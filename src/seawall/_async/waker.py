@@ -36,10 +36,10 @@ from seawall._concurrency import (
     AsyncEvent,
     AsyncWorker,
     ScopedRegistry,
-    async_background,
     async_raise_if_cancelled,
     async_scope,
     async_sleep,
+    async_spawn,
 )
 from seawall._keys import WAKE_PREFIX, kind_of, lock_keys_of, semaphore_keys_of
 from seawall._validate import AsyncClient
@@ -91,8 +91,10 @@ class AsyncTurn:
     ) -> None:
         if self._waker._leave(self._key, self._waiter):
             # Nobody here waits for this lock any more: leave its queue in Redis, so a
-            # release wakes a process that still wants it.
-            async_background(
+            # release wakes a process that still wants it. In the background (a thread in
+            # sync code): a caller whose timeout ran out on a frozen server must not wait
+            # for it; the queue entry lapses by itself if this never gets through.
+            async_spawn(
                 functools.partial(self._waker._withdraw, self._key),
                 f"leaving the queue of {self._key!r}",
             )

@@ -26,6 +26,7 @@ from seawall._sync.cache_base import (
     ms,
 )
 from seawall._sync.cache_waker import CacheWaker, Watch, get_cache_waker
+from seawall._bounded import LAST_LOOK, until
 from seawall._cache_codec import ABSENT_PAYLOAD, CACHE_WAKE_PREFIX, CacheKeys, cache_keys, encode
 from seawall._concurrency import (
     Event,
@@ -34,6 +35,7 @@ from seawall._concurrency import (
     scope,
     sleep,
     spawn,
+    time_limit,
 )
 from seawall._freshness import xfetch_due
 from seawall._l1 import MISSING
@@ -143,6 +145,35 @@ class CacheCore(CacheBase):
             _FETCH, keys.all, (token, ms(self.lease), waiter, "1" if early else "")
         )
 
+    def _fetch_within(
+        self,
+        keys: CacheKeys,
+        key: str,
+        token: str,
+        queued: bool,
+        waker: CacheWaker,
+        deadline: float,
+    ) -> Any:
+        """`_fetch`, bounded by `deadline` (see `last_look`): CacheWaitTimeout when no
+        reply came by then."""
+        bound = max(deadline, _concurrency.monotonic() + LAST_LOOK)
+        try:
+            with until(bound):
+                return self._fetch(keys, token, waker.id if queued else "", False)
+        except TimeoutError as exc:
+            if _concurrency.monotonic() < bound:
+                raise  # not ours: a breaker's own call timeout
+            # The fetch may yet run and take the load lease under our token: give it back.
+            spawn(
+                functools.partial(self._give_back_within, keys, token),
+                f"giving back the load lease of cache key {key!r}",
+            )
+            raise self._wait_timeout(key) from exc
+
+    def _give_back_within(self, keys: CacheKeys, token: str) -> None:
+        with time_limit(self.lease):
+            self._give_back(keys, token)
+
     def _resolve(
         self, key: str, loader: Callable[[], Any], ttl: float | None
     ) -> tuple[Any, str]:
@@ -164,7 +195,11 @@ class CacheCore(CacheBase):
                 # Queued only while the channel is listened to (the listener may have
                 # stopped, idle, since the last look).
                 queued = watch is not None and waker.ready
-                reply = self._fetch(keys, token, waker.id if queued else "", False)
+                if waited:
+                    # A look after a wait ends by the wait's deadline, frozen server or not.
+                    reply = self._fetch_within(keys, key, token, queued, waker, deadline)
+                else:
+                    reply = self._fetch(keys, token, waker.id if queued else "", False)
                 status = int(reply[0])
                 if status == MISS_LOAD:
                     self._counters.add("misses")

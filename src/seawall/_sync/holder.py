@@ -30,11 +30,14 @@ from seawall._sync.renewer import get_renewer
 from seawall._sync.replication import run_script_replicated
 from seawall._sync.scripts import run_script
 from seawall._sync.waker import Waker, get_waker
+from seawall._bounded import until, last_look
 from seawall._concurrency import (
     background,
     fire,
     owner,
     scope,
+    sleep,
+    spawn,
     time_limit,
 )
 from seawall._holds import Hold as Hold
@@ -42,6 +45,10 @@ from seawall._holds import HoldTable as HoldTable
 from seawall._replication import ReplicaPolicy
 from seawall._validate import check_seconds
 from seawall.errors import LockError, LockNotOwnedError, LockTimeout
+
+# A background release of a token that a timed-out try may have been granted retries
+# after this long (doubling, at most 1 s) while the server does not answer.
+RELEASE_RETRY = 0.05
 
 
 def left_until(deadline: float | None) -> float | None:
@@ -171,24 +178,31 @@ class LeaseHolder(Holder):
         token: str,
         me: object,
         replicated_what: str,
+        deadline: float | None = None,
     ) -> Any:
         """Run the acquire `script` once: None when it granted `token` (now held and
-        renewed), else its reply. `replicated_what` names the hold in a replicas error."""
+        renewed), else its reply. `replicated_what` names the hold in a replicas error.
+
+        With a `deadline` (monotonic) the try ends by then (or LAST_LOOK from now, so a
+        try at the deadline, as `timeout=0` makes, can still answer), whatever the
+        client's socket timeout: TimeoutError when no reply came in time."""
         policy = self._replication
         sent = _concurrency.monotonic()
         acked = 0
         try:
-            if policy is None:
-                reply = run_script(self._client, script, keys, args)
-            else:
-                reply, acked = run_script_replicated(self._client, script, keys, args, policy)
+            with until(last_look(deadline)):
+                if policy is None:
+                    reply = run_script(self._client, script, keys, args)
+                else:
+                    reply, acked = run_script_replicated(
+                        self._client, script, keys, args, policy
+                    )
         except BaseException:
-            # Cancelled or failed mid-flight: the server may have granted it. Give that
-            # token back (a no-op if it was not granted), so nothing outlives a caller that
-            # gave up, and never start renewing it.
-            background(
-                functools.partial(self._release_token, token), f"cleanup of {self._label()}"
-            )
+            # Cancelled, timed out or failed mid-flight: the server may have granted it
+            # (or may yet: a frozen server runs the script when it thaws). Give that token
+            # back (a no-op if it was not granted), so nothing outlives a caller that gave
+            # up, and never start renewing it.
+            self._release_later(token, "cleanup")
             raise
         if int(reply[0]) != 1:
             return reply
@@ -228,6 +242,28 @@ class LeaseHolder(Holder):
         if hold is None:
             raise self._not_held("extend")
         self._extend_hold(hold, hold.ttl if new_ttl is None else new_ttl)
+
+    def _release_later(self, token: str, what: str) -> None:
+        """Release `token` in the background (never in the caller's time: its server may
+        be frozen), trying for at most the ttl: by then its lease has run out anyway."""
+
+        def release() -> None:
+            give_up = _concurrency.monotonic() + self.ttl
+            pause = RELEASE_RETRY
+            while True:
+                try:
+                    with until(give_up):
+                        self._release_token(token)
+                    return
+                except TimeoutError:
+                    # A sync client may refuse at once while an earlier request to a
+                    # frozen server is unanswered: try again until the lease is over.
+                    if _concurrency.monotonic() + pause >= give_up:
+                        raise
+                sleep(pause)
+                pause = min(pause * 2, 1.0)
+
+        spawn(release, f"{what} of {self._label()}")
 
     def _give_back(self, hold: Hold) -> None:
         """Release `hold`, which the caller has just marked released with no before

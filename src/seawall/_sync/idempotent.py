@@ -27,6 +27,7 @@ Exactly once for a database write needs the write and the dedupe mark in one tra
 
 from __future__ import annotations
 
+import functools
 import json
 import secrets
 from collections.abc import Callable
@@ -35,7 +36,13 @@ from typing import Any
 from seawall import _concurrency, _lease, _scripts
 from seawall._sync.renewer import get_renewer
 from seawall._sync.scripts import run_script
-from seawall._concurrency import check_handler, resolve
+from seawall._bounded import execute, until, last_look
+from seawall._concurrency import (
+    check_handler,
+    resolve,
+    spawn,
+    time_limit,
+)
 from seawall._keys import tagged
 from seawall._validate import check_client, check_name, check_seconds, check_timeout
 from seawall.errors import IdempotencyTimeout, IdempotentOutcomeError
@@ -120,7 +127,20 @@ class Idempotent:
         lease_ms = max(int(self.lease * 1000), 1)
         while True:
             sent = _concurrency.monotonic()
-            reply = run_script(self._client, _CLAIM, (key,), (token, lease_ms))
+            bound = last_look(deadline)
+            try:
+                with until(bound):
+                    reply = run_script(self._client, _CLAIM, (key,), (token, lease_ms))
+            except TimeoutError as exc:
+                if bound is None or _concurrency.monotonic() < bound:
+                    raise
+                # The claim may yet be granted (a frozen server runs it when it thaws):
+                # abandon it then, so the next delivery need not wait out the lease.
+                spawn(
+                    functools.partial(self._abandon_within, _Claim(key, token, message_id)),
+                    f"abandoning the claim on {key!r}",
+                )
+                raise self._timed_out(message_id) from exc
             state = _scripts.reply_text(reply[0])
             if state == "done":
                 return self._outcome(message_id, _scripts.reply_text(reply[1]))
@@ -129,15 +149,31 @@ class Idempotent:
                 return self._run_claimed(claim, sent, handler, args, kwargs)
             remaining = None if deadline is None else deadline - _concurrency.monotonic()
             if remaining is not None and remaining <= 0:
-                raise IdempotencyTimeout(
-                    f"message {message_id!r} of {self.namespace!r} is still being handled "
-                    f"by another process after {self.timeout} s; requeue it (its outcome "
-                    f"will be returned once recorded) or raise the timeout",
-                    message_id=message_id,
-                )
+                raise self._timed_out(message_id)
             wait = min(_lease.wait_slice(int(reply[1]), remaining), self._max_block)
             if wait > 0.001:
-                self._client.blpop([f"{key}:wake"], timeout=wait)
+                wake = f"{key}:wake"
+                bound = last_look(deadline)
+                try:
+                    with until(bound):
+                        execute(self._client, ("BLPOP", wake, wait), wake)
+                except TimeoutError:
+                    if bound is None or _concurrency.monotonic() < bound:
+                        raise
+                    raise self._timed_out(message_id) from None
+
+    def _timed_out(self, message_id: str) -> IdempotencyTimeout:
+        return IdempotencyTimeout(
+            f"message {message_id!r} of {self.namespace!r} is still being handled "
+            f"by another process after {self.timeout} s (or Redis did not answer in that "
+            "time); requeue it (its outcome will be returned once recorded) or raise the "
+            "timeout",
+            message_id=message_id,
+        )
+
+    def _abandon_within(self, claim: _Claim) -> None:
+        with time_limit(self.lease):
+            self._finish(claim, "abandon", "")
 
     def recorded(self, message_id: str) -> tuple[bool, Any]:
         """(True, outcome) if `message_id` was handled (within ttl), else (False, None)."""
@@ -218,9 +254,14 @@ class Idempotent:
         assert isinstance(hold, _Claim)
         sent = _concurrency.monotonic()
         try:
-            renewed = run_script(
-                self._client, _EXTEND, (hold.key,), (hold.token, max(int(self.lease * 1000), 1))
-            )
+            # Bounded by the lease: a frozen server must not hold up this renewal forever.
+            with time_limit(self.lease):
+                renewed = run_script(
+                    self._client,
+                    _EXTEND,
+                    (hold.key,),
+                    (hold.token, max(int(self.lease * 1000), 1)),
+                )
         except Exception as exc:  # a blip: try again soon, the lease still runs
             _concurrency.log.warning("seawall: renewing %s failed: %r", hold.key, exc)
             return _lease.retry_at(sent, self.lease, sent + self.lease)

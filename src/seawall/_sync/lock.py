@@ -121,7 +121,12 @@ class Lock(LeaseHolder):
                 # Noted before the try: if it is cancelled in flight, the queue entry it may
                 # have made is still withdrawn when the last local waiter leaves.
                 queued = waiter_id is not None and turn.queueing()
-                outcome = self._attempt(token, me, waiter_id or "", place, queued)
+                try:
+                    outcome = self._attempt(
+                        token, me, waiter_id or "", place, queued, deadline
+                    )
+                except TimeoutError:  # no reply by the deadline (a frozen server)
+                    return False
                 if outcome is None:
                     if waiter_id is not None:
                         turn.dequeued()
@@ -143,16 +148,25 @@ class Lock(LeaseHolder):
                 woken = turn.wait_signal(pause)
 
     def _attempt(
-        self, token: str, me: object, waiter_id: str = "", place: str = "", queued: bool = False
+        self,
+        token: str,
+        me: object,
+        waiter_id: str = "",
+        place: str = "",
+        queued: bool = False,
+        deadline: float | None = None,
     ) -> tuple[int, str] | None:
         """One try; None when acquired, else (the holder's remaining ttl in ms, our place).
 
-        With a `waiter_id`, a failed try also queues this process to be woken.
+        With a `waiter_id`, a failed try also queues this process to be woken. With a
+        `deadline`, TimeoutError if no reply came by then.
         """
         keys = self._keys
         script_keys = (keys.key, keys.fence, keys.waiters, keys.throttle)
         args = (token, self._ttl_ms, waiter_id, QUEUE_TTL_MS, place, "1" if queued else "")
-        reply = self._try_acquire(_ACQUIRE, script_keys, args, token, me, self._WHAT.lower())
+        reply = self._try_acquire(
+            _ACQUIRE, script_keys, args, token, me, self._WHAT.lower(), deadline
+        )
         if reply is None:
             return None
         return int(reply[1]), _scripts.reply_text(reply[2])

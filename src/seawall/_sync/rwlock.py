@@ -145,7 +145,12 @@ class RWSide(LeaseHolder):
                 # Noted before the try: if it is cancelled in flight, the queue entry it may
                 # have made is still withdrawn when the last local waiter leaves.
                 queued = waiter_id is not None and turn.queueing()
-                blocker_pttl = self._attempt(token, me, waiter_id or "", queued)
+                try:
+                    blocker_pttl = self._attempt(
+                        token, me, waiter_id or "", queued, deadline
+                    )
+                except TimeoutError:  # no reply by the deadline (a frozen server)
+                    return False
                 if blocker_pttl is None:
                     if waiter_id is not None:
                         turn.dequeued()
@@ -161,11 +166,17 @@ class RWSide(LeaseHolder):
                 turn.wait_signal(self._pause(blocker_pttl, remaining))
 
     def _attempt(
-        self, token: str, me: object, waiter_id: str = "", queued: bool = False
+        self,
+        token: str,
+        me: object,
+        waiter_id: str = "",
+        queued: bool = False,
+        deadline: float | None = None,
     ) -> int | None:
         """One try; None when acquired, else how long (ms) the blocker lasts unless renewed.
 
-        With a `waiter_id`, a failed try also queues this process to be woken.
+        With a `waiter_id`, a failed try also queues this process to be woken. With a
+        `deadline`, TimeoutError if no reply came by then.
         """
         keys = self._keys
         script_keys = (
@@ -178,7 +189,13 @@ class RWSide(LeaseHolder):
         )
         args = (token, ms(self.ttl), waiter_id, self._intent_ms(), "1" if queued else "")
         reply = self._try_acquire(
-            self._acquire_script, script_keys, args, token, me, f"the {self._kind} side of rwlock"
+            self._acquire_script,
+            script_keys,
+            args,
+            token,
+            me,
+            f"the {self._kind} side of rwlock",
+            deadline,
         )
         return None if reply is None else int(reply[1])
 

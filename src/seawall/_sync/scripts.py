@@ -9,6 +9,7 @@ from typing import Any
 from redis.exceptions import NoScriptError
 
 from seawall._sync.eviction import check_eviction_policy
+from seawall._bounded import execute
 from seawall._scripts import LuaScript
 from seawall._validate import Client
 
@@ -21,11 +22,19 @@ def run_script(
     EVAL both runs the script and caches it on the node that ran it (after a restart, a
     failover or SCRIPT FLUSH), so nothing about "loaded" state is remembered client-side;
     on Cluster each node fills its own cache the same way.
+
+    Inside `until(deadline)` (seawall._bounded) the call ends by the deadline,
+    whatever the client's socket timeout.
     """
+    key = keys[0]
     try:
-        reply = client.evalsha(script.sha, len(keys), *keys, *args)
+        reply = execute(
+            client, ("EVALSHA", script.sha, len(keys), *keys, *args), key
+        )
     except NoScriptError:
-        reply = client.eval(script.source, len(keys), *keys, *args)
+        reply = execute(
+            client, ("EVAL", script.source, len(keys), *keys, *args), key
+        )
     # After the script, from a server that has just answered: checked before it, a server
     # frozen from the start would make the caller wait twice, once outside its timeout.
     check_eviction_policy(client, script)

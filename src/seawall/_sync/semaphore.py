@@ -115,7 +115,10 @@ class Semaphore(LeaseHolder):
                 turn.rearm()
                 if waiter_id is not None:
                     turn.queueing()
-                outcome = self._attempt(token, me, waiter_id or "", place)
+                try:
+                    outcome = self._attempt(token, me, waiter_id or "", place, deadline)
+                except TimeoutError:  # no reply by the deadline (a frozen server)
+                    return False
                 if outcome is None:
                     if waiter_id is not None:
                         turn.dequeued()
@@ -135,14 +138,20 @@ class Semaphore(LeaseHolder):
                 turn.wait_signal(pause)
 
     def _attempt(
-        self, token: str, me: object, waiter_id: str = "", place: str = ""
+        self,
+        token: str,
+        me: object,
+        waiter_id: str = "",
+        place: str = "",
+        deadline: float | None = None,
     ) -> tuple[int, str] | None:
-        """One try; None when acquired, else (ms until something lapses, our place)."""
+        """One try; None when acquired, else (ms until something lapses, our place).
+        With a `deadline`, TimeoutError if no reply came by then."""
         keys = self._keys
         script_keys = (keys.key, keys.fence, keys.waiters, keys.seen)
         args = (token, self.value, self._ttl_ms, waiter_id, WAITER_LAPSE_MS, QUEUE_TTL_MS, place)
         reply = self._try_acquire(
-            _ACQUIRE, script_keys, args, token, me, "a permit of semaphore"
+            _ACQUIRE, script_keys, args, token, me, "a permit of semaphore", deadline
         )
         if reply is None:
             return None

@@ -37,10 +37,10 @@ from seawall._concurrency import (
     Event,
     Worker,
     ScopedRegistry,
-    background,
     raise_if_cancelled,
     scope,
     sleep,
+    spawn,
 )
 from seawall._keys import WAKE_PREFIX, kind_of, lock_keys_of, semaphore_keys_of
 from seawall._validate import Client
@@ -92,8 +92,10 @@ class Turn:
     ) -> None:
         if self._waker._leave(self._key, self._waiter):
             # Nobody here waits for this lock any more: leave its queue in Redis, so a
-            # release wakes a process that still wants it.
-            background(
+            # release wakes a process that still wants it. In the background (a thread in
+            # sync code): a caller whose timeout ran out on a frozen server must not wait
+            # for it; the queue entry lapses by itself if this never gets through.
+            spawn(
                 functools.partial(self._waker._withdraw, self._key),
                 f"leaving the queue of {self._key!r}",
             )

@@ -1,0 +1,103 @@
+"""Redis calls bounded by a deadline, whatever the client's socket timeout.
+
+A caller's timeout (`acquire(timeout=1.0)`, a cache's wait_timeout, Idempotent's timeout)
+and a lease's renewal must end on time even when the server is frozen and the client has
+no socket_timeout (a blocked read that would never end) or a long one. Both faces bound
+every Redis call made inside `async with async_until(deadline)` / `with until(deadline)`:
+
+- asyncio: `asyncio.timeout` around the block; redis-py drops a connection whose reply a
+  cancellation cut off, so no later command reads a stale reply.
+- sync: a thread cannot be interrupted, so `execute` does not block on the socket: the
+  command goes out on an idle pooled connection and its reply is read with what is left
+  of the deadline (seawall._fanout, shared with Redlock's rounds); a reply still due is
+  left to a parked connection or a pool thread, never read by another command. On Redis
+  Cluster the command goes to the node of its key (`_concurrency.node_of`); a redirection
+  (a slot moving) is followed by the cluster client itself, on a pool thread.
+
+Both raise the builtin TimeoutError at the deadline. The command may still run on the
+server after that: callers that asked for something (a lock's token) give it back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import redis.cluster
+from redis.exceptions import AskError, ClusterDownError, MovedError, TryAgainError
+
+from seawall import _concurrency, _fanout
+
+_REDIRECTED = (MovedError, AskError, TryAgainError, ClusterDownError)
+
+_local = threading.local()
+
+
+# A call made at (or just before) a caller's deadline, its last look, may take this long.
+LAST_LOOK = 0.25
+
+
+def last_look(deadline: float | None) -> float | None:
+    """The bound of a call made under `deadline`: that deadline, but never less than
+    LAST_LOOK from now, so the look a waiter takes when its time is up can still answer."""
+    if deadline is None:
+        return None
+    return max(deadline, _concurrency.monotonic() + LAST_LOOK)
+
+
+def async_until(deadline: float | None) -> Any:
+    """Bound every await in the block by `deadline` (monotonic; None: no bound)."""
+    if deadline is None:
+        return contextlib.nullcontext()
+    return asyncio.timeout(max(deadline - _concurrency.monotonic(), 0.0))
+
+
+@contextlib.contextmanager
+def until(deadline: float | None) -> Iterator[None]:
+    """Bound every `execute` of this thread in the block by `deadline` (nested: the
+    earlier deadline wins)."""
+    outer: float | None = getattr(_local, "deadline", None)
+    if deadline is None or (outer is not None and outer < deadline):
+        deadline = outer
+    _local.deadline = deadline
+    try:
+        yield
+    finally:
+        _local.deadline = outer
+
+
+def current_deadline() -> float | None:
+    """The deadline `until` set for this thread, if any."""
+    deadline: float | None = getattr(_local, "deadline", None)
+    return deadline
+
+
+async def async_execute(client: Any, command: Sequence[Any], key: str) -> Any:
+    """Run `command` (about `key`); bounded by the enclosing `async_until`."""
+    return await client.execute_command(*command)
+
+
+def execute(client: Any, command: Sequence[Any], key: str) -> Any:
+    """Run `command` (about `key`); bounded by the enclosing `until`, if any."""
+    deadline = current_deadline()
+    if deadline is None:
+        return client.execute_command(*command)
+    timeout = deadline - _concurrency.monotonic()
+    if timeout <= 0:
+        raise TimeoutError("no time left for a Redis call")
+    if isinstance(client, redis.cluster.RedisCluster):
+        node = client.get_redis_connection(_concurrency.node_of(client, key))
+        reply = _fanout.one_node(node, command, timeout)
+        if isinstance(reply, _REDIRECTED):
+            reply = _fanout.one_node_on_threads(
+                client, command, max(deadline - _concurrency.monotonic(), 0.0)
+            )
+    else:
+        reply = _fanout.one_node(client, command, timeout)
+    if isinstance(reply, BaseException):
+        raise reply
+    return reply
+
