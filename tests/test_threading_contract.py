@@ -34,6 +34,7 @@ import redis
 from test import lock_tests  # the interpreter's own test suite (see the module docstring)
 
 import seawall
+from seawall import _fanout
 from seawall._sync.waker import get_waker
 
 _names = itertools.count()
@@ -60,10 +61,24 @@ def shared_client(seawall_server: Any) -> Iterator[redis.Redis]:
     while not waker.ready:  # the waiter listens for wake-ups: the listener thread runs
         assert time.monotonic() < deadline, "the keeper's waiter never started listening"
         time.sleep(0.01)
+    _warm_pools()
     yield client
     keeper.release()
     waiting.join(10)
     client.close()
+
+
+def _warm_pools() -> None:
+    """Start the shared pools' threads that stay when idle (calls bounded by a deadline
+    and lease renewals use them), so none starts inside a counted step."""
+    for submit, count in (
+        (lambda job: _fanout._get_node_pool().submit(lambda _: job(), None), 8),
+        (_fanout.run_soon, _fanout.WORK_POOL_LINGER),
+    ):
+        gate = threading.Barrier(count + 1)
+        for _ in range(count):
+            submit(lambda gate=gate: gate.wait(10))
+        gate.wait(10)
 
 
 class _OnSeawall:

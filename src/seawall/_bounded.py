@@ -36,6 +36,9 @@ _REDIRECTED = (MovedError, AskError, TryAgainError, ClusterDownError)
 _local = threading.local()
 
 
+# Deadlines further off than this are no bound at all (the sync call blocks as usual).
+FAR = 86_400.0
+
 # A call made at (or just before) a caller's deadline, its last look, may take this long.
 LAST_LOOK = 0.25
 
@@ -86,6 +89,10 @@ def execute(client: Any, command: Sequence[Any], key: str) -> Any:
     if deadline is None:
         return client.execute_command(*command)
     timeout = deadline - _concurrency.monotonic()
+    if timeout > FAR:
+        # A deadline this far off (threading.TIMEOUT_MAX) bounds nothing a socket wait
+        # could take, and is beyond what poll() accepts.
+        return client.execute_command(*command)
     if timeout <= 0:
         raise TimeoutError("no time left for a Redis call")
     if isinstance(client, redis.cluster.RedisCluster):
