@@ -21,10 +21,11 @@ server after that: callers that asked for something (a lock's token) give it bac
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import threading
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Iterator, Sequence
+from typing import Any, TypeVar
 
 import redis.cluster
 from redis.exceptions import AskError, ClusterDownError, MovedError, TryAgainError
@@ -34,6 +35,8 @@ from seawall import _concurrency, _fanout
 _REDIRECTED = (MovedError, AskError, TryAgainError, ClusterDownError)
 
 _local = threading.local()
+
+T = TypeVar("T")
 
 
 # Deadlines further off than this are no bound at all (the sync call blocks as usual).
@@ -108,3 +111,30 @@ def execute(client: Any, command: Sequence[Any], key: str) -> Any:
         raise reply
     return reply
 
+
+
+async def async_within(call: Callable[[], Awaitable[T]]) -> T:
+    """Await `call()` (several commands on one connection, such as a pipeline); bounded by
+    the enclosing `async_until`."""
+    return await call()
+
+
+def within(call: Callable[[], T]) -> T:
+    """Run `call()` (several commands on one connection, such as a pipeline), bounded by
+    the enclosing `until`, if any: on a pool thread, which a frozen server may keep after
+    the deadline (the pool lets another thread start in its place meanwhile)."""
+    deadline = current_deadline()
+    timeout = None if deadline is None else deadline - _concurrency.monotonic()
+    if timeout is None or timeout > FAR:
+        return call()
+    if timeout <= 0:
+        raise TimeoutError("no time left for a Redis call")
+    pool = _fanout._get_node_pool()
+    future = pool.submit(lambda _: call(), None)
+    try:
+        return future.result(timeout=timeout)
+    except concurrent.futures.TimeoutError:
+        if not future.cancel():
+            pool.stuck(+1)
+            future.add_done_callback(lambda _: pool.stuck(-1))
+        raise TimeoutError(f"no answer within {timeout:g} s") from None

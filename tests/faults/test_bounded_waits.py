@@ -343,3 +343,69 @@ def test_async_idempotent_wait_is_bounded(
     took, outcome = asyncio.run(main())
     assert isinstance(outcome, IdempotencyTimeout), outcome
     assert took < BOUND, f"Idempotent(timeout={TIMEOUT}).run waited {took:.1f} s"
+
+
+# --- a re-entry and a replicated acquire make a round trip that must be bounded too -------
+
+
+@pytest.mark.parametrize("socket_timeout", SOCKET_TIMEOUTS)
+def test_sync_rlock_reentry_is_bounded(
+    seawall_server_factory: Any, socket_timeout: float | None
+) -> None:
+    """A re-entry never waits for the lock, but its one round trip must not outlast the
+    timeout either: against a frozen server it answers False in time, and the hold it
+    already had is still there (and released) after the thaw."""
+    server = seawall_server_factory()
+    r = redis.Redis.from_url(server.url, socket_timeout=socket_timeout)
+    try:
+        lock = seawall.RLock(r, "reentry", ttl=30.0, timeout=TIMEOUT)
+        assert lock.acquire()
+        with frozen(server):
+            took, outcome = timed(lock.acquire)
+        assert outcome is False, f"re-entry gave {outcome!r} after {took:.1f} s"
+        assert took < BOUND, f"re-entry with timeout={TIMEOUT} waited {took:.1f} s"
+        lock.release()
+        assert not lock.locked()
+    finally:
+        r.close()
+
+
+def test_async_rlock_reentry_is_bounded(seawall_server_factory: Any) -> None:
+    server = seawall_server_factory()
+
+    async def main() -> tuple[float, Any, bool]:
+        r = redis.asyncio.Redis.from_url(server.url, socket_timeout=None)
+        try:
+            lock = seawall.aio.RLock(r, "reentry", ttl=30.0, timeout=TIMEOUT)
+            assert await lock.acquire()
+            with frozen(server):
+                took, outcome = await async_timed(lock.acquire)
+            await lock.release()
+            return took, outcome, await lock.locked()
+        finally:
+            await r.aclose()
+
+    took, outcome, still_locked = asyncio.run(main())
+    assert outcome is False, f"re-entry gave {outcome!r} after {took:.1f} s"
+    assert took < BOUND, f"re-entry with timeout={TIMEOUT} waited {took:.1f} s"
+    assert not still_locked
+
+
+@pytest.mark.parametrize("socket_timeout", SOCKET_TIMEOUTS)
+def test_sync_replicated_acquire_is_bounded(
+    seawall_server_factory: Any, socket_timeout: float | None
+) -> None:
+    """replicas=1 sends the script and WAIT as one pipeline: bounded by the timeout too."""
+    server = seawall_server_factory()
+    r = redis.Redis.from_url(server.url, socket_timeout=socket_timeout)
+    admin = redis.Redis.from_url(server.url)
+    try:
+        lock = seawall.Lock(r, "replicated", timeout=TIMEOUT, replicas=1, replica_timeout=0.05)
+        with frozen(server):
+            took, outcome = timed(lock.acquire)
+        assert outcome is False, f"acquire gave {outcome!r} after {took:.1f} s"
+        assert took < BOUND, f"acquire(timeout={TIMEOUT}) waited {took:.1f} s"
+        wait_until(lambda: not admin.exists(lock.key), "cleanup of a timed-out try")
+    finally:
+        r.close()
+        admin.close()

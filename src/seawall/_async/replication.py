@@ -16,6 +16,7 @@ from typing import Any
 import redis.asyncio.cluster
 from redis.exceptions import NoScriptError
 
+from seawall._bounded import async_within
 from seawall._concurrency import async_node_of
 from seawall._replication import ReplicaPolicy
 from seawall._scripts import LuaScript
@@ -57,5 +58,6 @@ async def _send(
         pipe.execute_command(*wait, target_nodes=await async_node_of(client, key))
     else:
         pipe.execute_command(*wait)
-    results: list[Any] = await pipe.execute(raise_on_error=False)
+    # Bounded by the caller's deadline (seawall._bounded), whatever the socket timeout.
+    results: list[Any] = await async_within(lambda: pipe.execute(raise_on_error=False))
     return results

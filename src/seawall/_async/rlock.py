@@ -17,11 +17,12 @@ takes (and waits for) a hold of its own through the shared object, as with threa
 
 from __future__ import annotations
 
-from seawall import _scripts
+from seawall import _concurrency, _scripts
 from seawall._async.holder import Hold
 from seawall._async.lock import AsyncLock
 from seawall._async.scripts import run_script
-from seawall._concurrency import async_background
+from seawall._bounded import async_until, last_look
+from seawall._concurrency import async_run_soon
 from seawall._validate import check_acquire_wait
 
 _COUNT = _scripts.load("rlock_count")
@@ -55,9 +56,17 @@ class AsyncRLock(AsyncLock):
         hold = self._current(adopt=False)
         if hold is None:
             return await super().acquire(blocking, timeout)
-        check_acquire_wait(blocking, timeout, self.timeout, self._label())
+        wait_for = check_acquire_wait(blocking, timeout, self.timeout, self._label())
+        deadline = None if wait_for is None else _concurrency.monotonic() + wait_for
         try:
-            await self._record(hold, hold.depth + 1, "re-enter")
+            # Never waits for the lock, but the round trip is bounded by the timeout too.
+            async with async_until(last_look(deadline)):
+                await self._record(hold, hold.depth + 1, "re-enter")
+        except TimeoutError:
+            # No answer in time (a frozen server): not entered. The count may yet be
+            # recorded when the server answers: put back the one held.
+            self._resync_later(hold)
+            return False
         except BaseException:
             # The count may have been recorded before the failure: put back the one held.
             self._resync_later(hold)
@@ -95,7 +104,8 @@ class AsyncRLock(AsyncLock):
                 keys = (self._keys.key, self.holds_key)
                 await run_script(self._client, _COUNT, keys, (hold.token, hold.depth))
 
-        async_background(resync, f"recording the hold count of rlock {self.name!r}")
+        # Alongside the caller, never in its time: the server may be frozen.
+        async_run_soon(resync, f"recording the hold count of rlock {self.name!r}")
 
     async def _extend_token(self, token: str, ttl_ms: int) -> bool:
         keys = (self._keys.key, self.holds_key)

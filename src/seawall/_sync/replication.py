@@ -17,6 +17,7 @@ from typing import Any
 import redis.cluster
 from redis.exceptions import NoScriptError
 
+from seawall._bounded import within
 from seawall._concurrency import node_of
 from seawall._replication import ReplicaPolicy
 from seawall._scripts import LuaScript
@@ -58,5 +59,6 @@ def _send(
         pipe.execute_command(*wait, target_nodes=node_of(client, key))
     else:
         pipe.execute_command(*wait)
-    results: list[Any] = pipe.execute(raise_on_error=False)
+    # Bounded by the caller's deadline (seawall._bounded), whatever the socket timeout.
+    results: list[Any] = within(lambda: pipe.execute(raise_on_error=False))
     return results

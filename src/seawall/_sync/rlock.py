@@ -18,11 +18,12 @@ takes (and waits for) a hold of its own through the shared object, as with threa
 
 from __future__ import annotations
 
-from seawall import _scripts
+from seawall import _concurrency, _scripts
 from seawall._sync.holder import Hold
 from seawall._sync.lock import Lock
 from seawall._sync.scripts import run_script
-from seawall._concurrency import background
+from seawall._bounded import until, last_look
+from seawall._concurrency import run_soon
 from seawall._validate import check_acquire_wait
 
 _COUNT = _scripts.load("rlock_count")
@@ -56,9 +57,17 @@ class RLock(Lock):
         hold = self._current(adopt=False)
         if hold is None:
             return super().acquire(blocking, timeout)
-        check_acquire_wait(blocking, timeout, self.timeout, self._label())
+        wait_for = check_acquire_wait(blocking, timeout, self.timeout, self._label())
+        deadline = None if wait_for is None else _concurrency.monotonic() + wait_for
         try:
-            self._record(hold, hold.depth + 1, "re-enter")
+            # Never waits for the lock, but the round trip is bounded by the timeout too.
+            with until(last_look(deadline)):
+                self._record(hold, hold.depth + 1, "re-enter")
+        except TimeoutError:
+            # No answer in time (a frozen server): not entered. The count may yet be
+            # recorded when the server answers: put back the one held.
+            self._resync_later(hold)
+            return False
         except BaseException:
             # The count may have been recorded before the failure: put back the one held.
             self._resync_later(hold)
@@ -96,7 +105,8 @@ class RLock(Lock):
                 keys = (self._keys.key, self.holds_key)
                 run_script(self._client, _COUNT, keys, (hold.token, hold.depth))
 
-        background(resync, f"recording the hold count of rlock {self.name!r}")
+        # Alongside the caller, never in its time: the server may be frozen.
+        run_soon(resync, f"recording the hold count of rlock {self.name!r}")
 
     def _extend_token(self, token: str, ttl_ms: int) -> bool:
         keys = (self._keys.key, self.holds_key)
