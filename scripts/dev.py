@@ -26,13 +26,13 @@ PYTHON = BIN / "python"
 STAMP = VENV / ".seawall-installed"
 
 
-# pytest-xdist workers. The tests mostly wait on servers, subprocesses and leases, so
-# more workers than cores pays: on 2 cores, 4 workers ran the suite fastest (see the
-# measurements in the commit that chose them). Each worker starts its own servers on
-# free ports. "loadgroup" hands tests out one by one, except those marked
-# xdist_group, which stay on one worker. Extra arguments come after these, so
-# `dev.py test -n 0` runs serially.
-PYTEST_PARALLEL = ["-n", "4", "--dist", "loadgroup"]
+# pytest-xdist workers, each with its own servers on free ports. The tests mostly wait
+# on servers, subprocesses and leases, but the heaviest (4 processes x 2,500 lock
+# hand-offs) are CPU-bound, and latency bounds (p99 of an invalidation) suffer when the
+# workers outnumber the cores by much: 3 workers on 2 cores (measurements in the commit
+# that chose them). "worksteal" rebalances the long tail. Extra arguments come after
+# these, so `dev.py test -n 0` runs serially.
+PYTEST_PARALLEL = ["-n", "3", "--dist", "worksteal"]
 # pytest's exit status when it collected or selected no test: a run that proved nothing.
 PYTEST_NO_TESTS = 5
 
