@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import pytest
 from cacheworkers import l1_reader
 from conftest import SPAWN, Target
 from test_invalidation import kill_listeners
@@ -24,6 +25,9 @@ def ask(pipe: Any, command: tuple[Any, ...], timeout: float = 30.0) -> Any:
     return pipe.recv()
 
 
+# The 100 ms p99 bound is measured alone (`scripts/dev.py test` runs serial tests after the
+# parallel workers): beside 3 other workers on 2 cores it read 169-1,200 ms.
+@pytest.mark.serial
 def test_cache_set_reaches_l1_of_other_processes(target: Target) -> None:
     name = "inval-cluster" if target.cluster else "inval"
     keys = [f"user:{i}" for i in range(WRITES)]

@@ -7,6 +7,9 @@ must be refused by its fence.
 
 from __future__ import annotations
 
+import dataclasses
+import fcntl
+import json
 import os
 import re
 import subprocess
@@ -57,7 +60,23 @@ class DemoRun:
 
 
 @pytest.fixture(scope="module")
-def demo() -> DemoRun:
+def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return _run_demo()
+    # pytest-xdist workers share the parent of their temp dirs, one per run: the first
+    # worker here runs the demo (tens of seconds), the others read its result. A worker
+    # also meets this module more than once when its tests are spread among others.
+    shared = tmp_path_factory.getbasetemp().parent / "demo-run.json"
+    with open(shared.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if shared.exists():
+            return DemoRun(**json.loads(shared.read_text()))
+        run = _run_demo()
+        shared.write_text(json.dumps(dataclasses.asdict(run)))
+        return run
+
+
+def _run_demo() -> DemoRun:
     env = _env()
     env["COLUMNS"] = str(WIDTH)  # pins the layout the row patterns below read
     started = time.monotonic()

@@ -6,6 +6,8 @@ import os
 import signal
 import sqlite3
 import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -70,18 +72,26 @@ def databases() -> list[str]:
 
 
 @pytest.fixture(params=databases())
-def database(request: pytest.FixtureRequest, tmp_path: Path) -> tuple[str, str]:
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, str]]:
+    schema = None
     if request.param == "sqlite":
         db = ("sqlite", str(tmp_path / "rows.sqlite3"))
         conn: Any = sqlite3.connect(db[1], isolation_level=None)
     else:
-        db = ("postgresql", os.environ["DATABASE_URL"])
+        # A schema of its own: parallel workers (and other runs on the same server) each
+        # have their own cache_rows table.
+        url, schema = os.environ["DATABASE_URL"], f"s_{uuid.uuid4().hex[:12]}"
+        with db_connect(("postgresql", url)) as admin:
+            admin.execute(f"CREATE SCHEMA {schema}")
+        db = ("postgresql", f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{schema}")
         conn = db_connect(db)
-        conn.execute("DROP TABLE IF EXISTS cache_rows")
     conn.execute("CREATE TABLE cache_rows (id INTEGER PRIMARY KEY, value TEXT NOT NULL)")
     conn.execute("INSERT INTO cache_rows VALUES (1, 'old')")
     conn.close()
-    return db
+    yield db
+    if schema is not None:
+        with db_connect(("postgresql", os.environ["DATABASE_URL"])) as admin:
+            admin.execute(f"DROP SCHEMA {schema} CASCADE")
 
 
 @pytest.mark.parametrize("pause", ["short", "past-lease"])

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import os
 import random
 import socket
+import tempfile
 import threading
 
 from seawall.errors import SeawallError
@@ -36,16 +40,23 @@ class ServerStartError(SeawallError):
     """A server could not be started: no free port, it exited, or it never answered PING."""
 
 
-_claimed_ports: set[int] = set()
+# Claims live in two places. In this process, a dict: the kernel may hand the same
+# ephemeral port to two quick bind(0) calls once the first socket is closed. Across
+# processes (pytest-xdist workers, two test runs on one machine), an flock on a file named
+# after the port: a server killed and restarted on its port must not find it taken by
+# another process's server in between, and the kernel drops the lock if its holder dies.
+_CLAIM_DIR = os.path.join(tempfile.gettempdir(), f"seawall-ports-{os.getuid()}")
+_claims: dict[int, list[int]] = {}  # port -> every port claimed with it (its bus)
+_claim_files: dict[int, tuple[str, int]] = {}  # claimed port -> its lock file (path, fd)
 _claimed_lock = threading.Lock()
 
 
 def pick_free_port(max_port: int | None = None, *, bus: bool = False) -> int:
     """A loopback port that is free now and not handed out to another launched server.
 
-    The kernel may hand the same ephemeral port to two quick bind(0) calls once the first
-    socket is closed, so ports stay claimed in-process until `release_port`. `max_port`
-    bounds the choice; `bus` also requires port + 10000 (the cluster bus) to be free.
+    The port stays claimed, for this process and for every other process using this
+    launcher, until `release_port`. `max_port` bounds the choice; `bus` also requires
+    port + 10000 (the cluster bus) to be free, and claims it too.
     """
     for _ in range(500):
         if max_port is None:
@@ -59,11 +70,8 @@ def pick_free_port(max_port: int | None = None, *, bus: bool = False) -> int:
                 continue
         if port in _RESERVED_PORTS or (bus and not port_is_free(port + 10000)):
             continue
-        with _claimed_lock:
-            if port in _claimed_ports:
-                continue
-            _claimed_ports.add(port)
-        return port
+        if _claim(port, [port, port + 10000] if bus else [port]):
+            return port
     raise ServerStartError(
         f"found no free port on {HOST} (max_port={max_port}): stop some servers or "
         "widen net.ipv4.ip_local_port_range"
@@ -72,7 +80,59 @@ def pick_free_port(max_port: int | None = None, *, bus: bool = False) -> int:
 
 def release_port(port: int) -> None:
     with _claimed_lock:
-        _claimed_ports.discard(port)
+        for each in _claims.pop(port, []):
+            _unlock(_claim_files.pop(each, None))
+
+
+def _claim(port: int, ports: list[int]) -> bool:
+    with _claimed_lock:
+        if any(each in _claim_files for each in ports):
+            return False
+        for each in ports:
+            held = _lock_file(each)
+            if held is None:
+                for taken in ports[: ports.index(each)]:
+                    _unlock(_claim_files.pop(taken, None))
+                return False
+            _claim_files[each] = held
+        _claims[port] = ports
+        return True
+
+
+def _lock_file(port: int) -> tuple[str, int] | None:
+    """An open file holding an exclusive flock named after `port`, or None if another
+    process holds it. If no such file can be made the claim is in-process only: (path, -1)."""
+    path = os.path.join(_CLAIM_DIR, str(port))
+    try:
+        os.makedirs(_CLAIM_DIR, mode=0o700, exist_ok=True)
+        while True:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                return None
+            # A holder unlinks its file before unlocking it (see _unlock): a lock taken on
+            # such an unlinked file claims nothing, so open the path again.
+            try:
+                if os.fstat(fd).st_ino == os.stat(path).st_ino:
+                    return path, fd
+            except FileNotFoundError:
+                pass
+            os.close(fd)
+    except OSError:
+        return path, -1
+
+
+def _unlock(held: tuple[str, int] | None) -> None:
+    if held is None or held[1] < 0:
+        return
+    path, fd = held
+    # Unlinked while still locked, so no file is left behind and nobody can lock this
+    # inode after us believing it is the claim on the port.
+    with contextlib.suppress(OSError):
+        os.unlink(path)
+    os.close(fd)
 
 
 def port_is_free(port: int) -> bool:
