@@ -111,7 +111,7 @@ def fault_cycler(url: str, name: str, value: int, ttl: float, cycles: int, skew_
         if not sem.acquire(timeout=60):
             raise RuntimeError("no permit within 60 s")
         entered = time.monotonic_ns()
-        hold = sem._hold
+        hold = sem._current()  # this thread's newest hold
         assert hold is not None
         pipe.send(("enter", entered, hold.token))
         time.sleep(rng.uniform(0.0005, 0.003))

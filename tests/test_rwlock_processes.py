@@ -91,14 +91,24 @@ def test_writer_gets_in_after_killed_reader_while_another_renews(standalone: Tar
         # The live reader keeps renewing (every ttl/3) past the dead reader's lease, then
         # leaves. Its renewals must not keep the dead reader's lease alive: the writer gets
         # in as soon as the live reader leaves, not a ttl later.
-        live_leaves = threading.Timer(ttl + 0.3, live.release)
-        live_leaves.start()
+        # The writer waits in a thread of its own; the live reader leaves from this one,
+        # the thread that holds it (only a hold's owner releases it).
         writer = rw.write()
-        assert writer.acquire(timeout=ttl + 3)
-        got_in = time.monotonic()
-        live_leaves.join()
-        assert live.fence == 0 and writer.fence > 0  # the name's first write hold
-        writer.release()
+        entered: list[tuple[float, int]] = []
+
+        def write() -> None:
+            if writer.acquire(timeout=ttl + 3):
+                entered.append((time.monotonic(), writer.fence))
+                writer.release()
+
+        waiting = threading.Thread(target=write)
+        waiting.start()
+        time.sleep(ttl + 0.3)
+        live.release()
+        waiting.join(ttl + 5)
+        assert entered, "the writer never got in"
+        got_in, write_fence = entered[0]
+        assert live.fence == 0 and write_fence > 0  # the name's first write hold
     finally:
         child.kill()
         child.join(5)
