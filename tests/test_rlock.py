@@ -227,9 +227,7 @@ def test_non_owner_cannot_release_or_extend(target: Target, world: str) -> None:
 def test_renewal_keeps_a_reentered_hold_and_cycles_leave_nothing(
     target: Target, world: str
 ) -> None:
-    # A 0.2 s lease lapsed (and was taken) when a loaded machine starved the renewer;
-    # 0.8 s held for 1.5 s still needs several renewals.
-    ttl, hold_for, cycles = 0.8, 1.5, 50
+    ttl, hold_for, cycles = 0.2, 0.6, 50
     r = target.sync()
     if world == "sync":
         lock = seawall.RLock(target.sync(), "rrenew", ttl=ttl)
