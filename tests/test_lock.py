@@ -130,6 +130,9 @@ def test_expired_owner_cannot_release_or_extend_new_holder(target: Target, world
 # --- acceptance 5: renewal keeps a lock; cycles leave nothing behind ------------------------
 
 
+# Leases of a fraction of a second, renewed at a third of that: a latency bound, measured
+# alone after the parallel part (`scripts/dev.py test`), as the other serial tests are.
+@pytest.mark.serial
 def test_renewal_keeps_a_short_lock_and_cycles_leave_nothing(target: Target, world: str) -> None:
     if world == "sync":
         r = target.sync()

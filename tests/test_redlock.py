@@ -198,6 +198,9 @@ def test_expired_holder_cannot_release_the_next_one(masters: World) -> None:
     masters.run(body)
 
 
+# Leases of a fraction of a second, renewed at a third of that: a latency bound, measured
+# alone after the parallel part (`scripts/dev.py test`), as the other serial tests are.
+@pytest.mark.serial
 def test_renewal_keeps_a_short_lock_then_stops(masters: World) -> None:
     async def body(w: World) -> None:
         clients = w.clients()

@@ -224,6 +224,9 @@ def test_non_owner_cannot_release_or_extend(target: Target, world: str) -> None:
 # --- renewal keeps a re-entered hold; cycles leave nothing behind ---------------------------
 
 
+# Leases of a fraction of a second, renewed at a third of that: a latency bound, measured
+# alone after the parallel part (`scripts/dev.py test`), as the other serial tests are.
+@pytest.mark.serial
 def test_renewal_keeps_a_reentered_hold_and_cycles_leave_nothing(
     target: Target, world: str
 ) -> None:

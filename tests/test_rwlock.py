@@ -234,6 +234,9 @@ def test_non_holder_release_raises_and_lapsed_holders_free_the_lock(
 # --- renewal; cycles leave nothing behind --------------------------------------------------
 
 
+# Leases of a fraction of a second, renewed at a third of that: a latency bound, measured
+# alone after the parallel part (`scripts/dev.py test`), as the other serial tests are.
+@pytest.mark.serial
 def test_renewal_keeps_both_sides_and_cycles_leave_nothing(target: Target, world: str) -> None:
     async def body(env: World) -> None:
         ttl = 0.4

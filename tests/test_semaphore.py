@@ -250,6 +250,9 @@ def test_dead_holder_permit_returns_within_ttl(target: Target, world: str) -> No
 # --- renewal keeps a short permit; cycles leave only the fence counter --------------------
 
 
+# Leases of a fraction of a second, renewed at a third of that: a latency bound, measured
+# alone after the parallel part (`scripts/dev.py test`), as the other serial tests are.
+@pytest.mark.serial
 def test_renewal_keeps_a_short_permit_and_cycles_leave_nothing(target: Target, world: str) -> None:
     ttl, name = 0.8, "renewed"
     if world == "sync":
