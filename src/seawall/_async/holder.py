@@ -34,6 +34,7 @@ from seawall._concurrency import (
     async_background,
     async_fire,
     async_owner,
+    async_raise_if_cancelled,
     async_scope,
     async_sleep,
     async_spawn,
@@ -196,6 +197,10 @@ class AsyncLeaseHolder(AsyncHolder):
                     reply, acked = await run_script_replicated(
                         self._client, script, keys, args, policy
                     )
+            # redis-py's asyncio client may swallow a cancellation that arrives while it
+            # reads a reply: a cancelled waiter must still stop (and give back what the
+            # try may have been granted, below) instead of trying again for ever.
+            async_raise_if_cancelled()
         except BaseException:
             # Cancelled, timed out or failed mid-flight: the server may have granted it
             # (or may yet: a frozen server runs the script when it thaws). Give that token

@@ -35,6 +35,7 @@ from seawall._concurrency import (
     background,
     fire,
     owner,
+    raise_if_cancelled,
     scope,
     sleep,
     spawn,
@@ -197,6 +198,10 @@ class LeaseHolder(Holder):
                     reply, acked = run_script_replicated(
                         self._client, script, keys, args, policy
                     )
+            # redis-py's asyncio client may swallow a cancellation that arrives while it
+            # reads a reply: a cancelled waiter must still stop (and give back what the
+            # try may have been granted, below) instead of trying again for ever.
+            raise_if_cancelled()
         except BaseException:
             # Cancelled, timed out or failed mid-flight: the server may have granted it
             # (or may yet: a frozen server runs the script when it thaws). Give that token
