@@ -32,14 +32,15 @@ import redis.asyncio
 
 from seawall import _concurrency, _scripts
 from seawall._async.scripts import run_script
+from seawall._bounded import async_execute, async_until, last_look
 from seawall._concurrency import (
     AsyncEvent,
     AsyncWorker,
     ScopedRegistry,
+    async_background,
     async_raise_if_cancelled,
     async_scope,
     async_sleep,
-    async_spawn,
 )
 from seawall._keys import WAKE_PREFIX, kind_of, lock_keys_of, semaphore_keys_of
 from seawall._validate import AsyncClient
@@ -91,11 +92,13 @@ class AsyncTurn:
     ) -> None:
         if self._waker._leave(self._key, self._waiter):
             # Nobody here waits for this lock any more: leave its queue in Redis, so a
-            # release wakes a process that still wants it. In the background (a thread in
-            # sync code): a caller whose timeout ran out on a frozen server must not wait
-            # for it; the queue entry lapses by itself if this never gets through.
-            async_spawn(
-                functools.partial(self._waker._withdraw, self._key),
+            # release wakes a process that still wants it. Before this process queues
+            # again (in sync code, in the caller's thread): a withdrawal left to run
+            # alongside could remove the entry of this process's next wait, which would
+            # then hear no wake-up. Bounded, so a caller whose timeout ran out on a frozen
+            # server waits at most LAST_LOOK more; the entry lapses by itself then.
+            async_background(
+                functools.partial(self._waker._withdraw_briefly, self._key),
                 f"leaving the queue of {self._key!r}",
             )
 
@@ -232,12 +235,21 @@ class AsyncWaker:
                 self._worker = AsyncWorker(self._run, "seawall-waker")
         return await self._ready.wait(timeout)
 
+    async def _withdraw_briefly(self, key: str) -> None:
+        try:
+            async with async_until(last_look(_concurrency.monotonic())):
+                await self._withdraw(key)
+        except TimeoutError:
+            # No answer (a frozen server): the entry lapses by itself (QUEUE_TTL_MS).
+            pass
+
     async def _withdraw(self, key: str) -> None:
         client = self._client()
         if client is None:
             return
         if not await self._leave_other(client, key):
-            await client.zrem(lock_keys_of(key).waiters, self.id)
+            waiters = lock_keys_of(key).waiters
+            await async_execute(client, ("ZREM", waiters, self.id), waiters)
 
     async def _leave_other(self, client: AsyncClient, key: str) -> bool:
         """Leave the queue of a primitive other than the lock; False for a lock's key."""

@@ -33,14 +33,15 @@ import redis
 
 from seawall import _concurrency, _scripts
 from seawall._sync.scripts import run_script
+from seawall._bounded import execute, until, last_look
 from seawall._concurrency import (
     Event,
     Worker,
     ScopedRegistry,
+    background,
     raise_if_cancelled,
     scope,
     sleep,
-    spawn,
 )
 from seawall._keys import WAKE_PREFIX, kind_of, lock_keys_of, semaphore_keys_of
 from seawall._validate import Client
@@ -92,11 +93,13 @@ class Turn:
     ) -> None:
         if self._waker._leave(self._key, self._waiter):
             # Nobody here waits for this lock any more: leave its queue in Redis, so a
-            # release wakes a process that still wants it. In the background (a thread in
-            # sync code): a caller whose timeout ran out on a frozen server must not wait
-            # for it; the queue entry lapses by itself if this never gets through.
-            spawn(
-                functools.partial(self._waker._withdraw, self._key),
+            # release wakes a process that still wants it. Before this process queues
+            # again (in sync code, in the caller's thread): a withdrawal left to run
+            # alongside could remove the entry of this process's next wait, which would
+            # then hear no wake-up. Bounded, so a caller whose timeout ran out on a frozen
+            # server waits at most LAST_LOOK more; the entry lapses by itself then.
+            background(
+                functools.partial(self._waker._withdraw_briefly, self._key),
                 f"leaving the queue of {self._key!r}",
             )
 
@@ -233,12 +236,21 @@ class Waker:
                 self._worker = Worker(self._run, "seawall-waker")
         return self._ready.wait(timeout)
 
+    def _withdraw_briefly(self, key: str) -> None:
+        try:
+            with until(last_look(_concurrency.monotonic())):
+                self._withdraw(key)
+        except TimeoutError:
+            # No answer (a frozen server): the entry lapses by itself (QUEUE_TTL_MS).
+            pass
+
     def _withdraw(self, key: str) -> None:
         client = self._client()
         if client is None:
             return
         if not self._leave_other(client, key):
-            client.zrem(lock_keys_of(key).waiters, self.id)
+            waiters = lock_keys_of(key).waiters
+            execute(client, ("ZREM", waiters, self.id), waiters)
 
     def _leave_other(self, client: Client, key: str) -> bool:
         """Leave the queue of a primitive other than the lock; False for a lock's key."""
