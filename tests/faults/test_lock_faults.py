@@ -198,15 +198,29 @@ def test_cancellation_never_leaves_a_lock_beyond_its_ttl(standalone: Target) -> 
                     await asyncio.sleep(rng.uniform(0, 0.002))
 
         task = asyncio.create_task(use())
-        await asyncio.sleep(rng.uniform(0, 0.004))
+        await asyncio.sleep(rng.uniform(0, 2 * typical))
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.wait_for(task, 5)
         outcomes["cancelled" if task.cancelled() else "finished"] += 1
 
+    typical = 0.002  # replaced below by a measured uncancelled acquire + release
+
     async def body() -> float:
+        nonlocal typical
         r = standalone.aio()
         rng = random.Random(3847)
+        # Cancel within twice the time a cycle takes here now (50 at once over 7 names, as
+        # below, uncancelled), so both outcomes stay frequent on an idle or loaded machine.
+        async def timed_cycle(i: int) -> float:
+            lock = seawall.aio.Lock(r, f"cancel:calibrate:{i % 7}", ttl=ttl, timeout=2)
+            started = time.monotonic()
+            async with lock:
+                pass
+            return time.monotonic() - started
+
+        took = sorted(await asyncio.gather(*(timed_cycle(i) for i in range(50))))
+        typical = max(took[len(took) // 2], 0.002)
         for start in range(0, trials, 50):
             await asyncio.wait_for(
                 asyncio.gather(*(one_trial(r, rng, i) for i in range(start, start + 50))), 30
