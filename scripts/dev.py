@@ -28,11 +28,11 @@ STAMP = VENV / ".seawall-installed"
 
 # pytest-xdist workers, each with its own servers on free ports. The tests mostly wait
 # on servers, subprocesses and leases, but the heaviest (4 processes x 2,500 lock
-# hand-offs) are CPU-bound, and latency bounds (p99 of an invalidation) suffer when the
-# workers outnumber the cores by much: 3 workers on 2 cores (measurements in the commit
-# that chose them). "worksteal" rebalances the long tail. Extra arguments come after
-# these, so `dev.py test -n 0` runs serially.
-PYTEST_PARALLEL = ["-n", "3", "--dist", "worksteal"]
+# hand-offs) are CPU-bound, and timing bounds suffer when the workers outnumber the
+# cores: 2 workers on 2 cores (3 were 20 s faster but failed more timing bounds on an
+# idle machine). "worksteal" rebalances the long tail. Extra arguments come after these,
+# so `dev.py test -n 0` runs serially.
+PYTEST_PARALLEL = ["-n", "2", "--dist", "worksteal"]
 # pytest's exit status when it collected or selected no test: a run that proved nothing.
 PYTEST_NO_TESTS = 5
 

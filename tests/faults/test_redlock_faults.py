@@ -128,7 +128,9 @@ def test_sync_frozen_masters_do_not_exhaust_the_shared_pool(seawall_masters_fact
                 retry_delay=0.05,
             )
             started = time.monotonic()
-            taken = lock.acquire(timeout=1.0)
+            # 3 s: room for a few rounds when 8 threads share 2 loaded cores (a round
+            # must hear 3 masters within the per-node timeout).
+            taken = lock.acquire(timeout=3.0)
             took = time.monotonic() - started
             if taken:
                 lock.release()
@@ -145,7 +147,7 @@ def test_sync_frozen_masters_do_not_exhaust_the_shared_pool(seawall_masters_fact
         masters[1].resume()
     assert len(outcomes) == 200
     assert all(taken for _, taken, _, _ in outcomes)
-    assert max(took for _, _, took, _ in outcomes) <= 1.0 + 2 * NODE_TIMEOUT + SLACK
+    assert max(took for _, _, took, _ in outcomes) <= 3.0 + 2 * NODE_TIMEOUT + SLACK
     # Once the masters that answer are known, an acquire waits for no timeout at all.
     later = sorted(took for run, _, took, _ in outcomes if run >= 2)
     assert later[len(later) // 2] < NODE_TIMEOUT
