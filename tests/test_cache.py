@@ -103,6 +103,9 @@ def test_stampede_across_processes_with_asyncio_tasks(standalone: Target) -> Non
 # --- acceptance 4 and 10: stale-while-revalidate -------------------------------------------------
 
 
+# A timing bound (a wait, a takeover, a share of turns) that failed beside the parallel
+# workers on 2 cores: measured alone after the parallel part (`scripts/dev.py test`).
+@pytest.mark.serial
 def test_stale_values_are_served_while_one_refresh_runs(
     target: Target, world: str, caplog: pytest.LogCaptureFixture
 ) -> None:

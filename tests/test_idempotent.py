@@ -42,6 +42,9 @@ def _create_effects_table(db: Database, table: str) -> None:
 # --- acceptance 5: the same 1,000 messages delivered to 4 consumer processes at once -------
 
 
+# A timing bound (a wait, a takeover, a share of turns) that failed beside the parallel
+# workers on 2 cores: measured alone after the parallel part (`scripts/dev.py test`).
+@pytest.mark.serial
 def test_same_messages_to_four_consumers_run_once_each(
     seawall_redis: redis.Redis, seawall_url: str, database: Database, spawn_pool: Any
 ) -> None:

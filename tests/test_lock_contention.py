@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import pytest
 from conftest import SPAWN, Target
 from lockworkers import contend, counter_key, wait_for_lock
 
@@ -105,6 +106,9 @@ def test_killed_queued_waiter_does_not_stall_the_others(standalone: Target) -> N
     assert waited <= _lease.HANDOFF + 0.2
 
 
+# A timing bound (a wait, a takeover, a share of turns) that failed beside the parallel
+# workers on 2 cores: measured alone after the parallel part (`scripts/dev.py test`).
+@pytest.mark.serial
 def test_waits_stay_bounded_in_a_tight_contended_loop(standalone: Target) -> None:
     processes, seconds = 4, 3.0
     with SPAWN.Pool(processes) as pool:

@@ -20,6 +20,9 @@ import seawall
 # --- acceptance 2 and 10: the loading process is SIGKILLed mid-load ---------------------------
 
 
+# A timing bound (a wait, a takeover, a share of turns) that failed beside the parallel
+# workers on 2 cores: measured alone after the parallel part (`scripts/dev.py test`).
+@pytest.mark.serial
 def test_killed_loader_is_taken_over_within_the_lease(target: Target, world: str) -> None:
     lease = 1.0
     name = f"killed-{world}"
