@@ -23,7 +23,14 @@ from typing import Any
 from seawall import _concurrency
 from seawall._async.waker import open_pubsub
 from seawall._cache_codec import CACHE_WAKE_PREFIX
-from seawall._concurrency import AsyncEvent, AsyncWorker, ScopedRegistry, async_scope, async_sleep
+from seawall._concurrency import (
+    AsyncEvent,
+    AsyncWorker,
+    ScopedRegistry,
+    async_raise_if_cancelled,
+    async_scope,
+    async_sleep,
+)
 from seawall._validate import AsyncClient
 
 # The listener exits after this long with nobody waiting; POLL is how often it looks.
@@ -142,6 +149,7 @@ class AsyncCacheWaker:
                         pubsub = open_pubsub(client)
                         await pubsub.subscribe(self._channel)
                     except Exception as exc:
+                        async_raise_if_cancelled()
                         _concurrency.log.debug("seawall: cache waker cannot connect: %r", exc)
                         pubsub = None
                         if self._detach_if_idle(quiet_since):
@@ -151,6 +159,7 @@ class AsyncCacheWaker:
                 try:
                     message = await pubsub.get_message(timeout=POLL)
                 except Exception as exc:
+                    async_raise_if_cancelled()
                     _concurrency.log.debug("seawall: cache waker connection failed: %r", exc)
                     self._ready.clear()
                     acks = 0
@@ -160,6 +169,10 @@ class AsyncCacheWaker:
                     pubsub = None
                     await async_sleep(RECONNECT_BACKOFF)
                     continue
+                # redis-py's read can end a cancelled wait as a timeout (no message): a
+                # listener that went on would keep asyncio.run() from returning until
+                # IDLE_EXIT.
+                async_raise_if_cancelled()
                 if message is not None:
                     if message["type"] == "subscribe":
                         acks += 1

@@ -28,7 +28,14 @@ from typing import Any, Literal, NamedTuple, Protocol
 from seawall import _concurrency
 from seawall import _invalidation_message as message_format
 from seawall._async.waker import open_pubsub
-from seawall._concurrency import AsyncEvent, AsyncWorker, ScopedRegistry, async_scope, async_sleep
+from seawall._concurrency import (
+    AsyncEvent,
+    AsyncWorker,
+    ScopedRegistry,
+    async_raise_if_cancelled,
+    async_scope,
+    async_sleep,
+)
 from seawall._validate import AsyncClient, check_async_client, check_name
 
 # How long one read waits before the listener looks at its health and registrations.
@@ -244,6 +251,7 @@ class AsyncInvalidator:
                     try:
                         pubsub = await self._open()
                     except Exception as exc:
+                        async_raise_if_cancelled()
                         _concurrency.log.debug("seawall: invalidation cannot connect: %r", exc)
                         await async_sleep(RECONNECT_BACKOFF)
                         continue
@@ -256,6 +264,7 @@ class AsyncInvalidator:
                     ping_sent = 0.0
                 try:
                     message = await pubsub.get_message(timeout=POLL)
+                    async_raise_if_cancelled()  # a cancelled read can end as "no message"
                     now = _concurrency.monotonic()
                     if message is None:
                         if ping_sent and now - ping_sent > DEAD_AFTER:
@@ -265,6 +274,7 @@ class AsyncInvalidator:
                             ping_sent = now
                         continue
                 except Exception as exc:
+                    async_raise_if_cancelled()
                     # Not only ConnectionError: a client closed under us fails in the parser.
                     self._lost(repr(exc))
                     await _close(pubsub)

@@ -340,6 +340,7 @@ class AsyncWaker:
                     pubsub = None
                     await async_sleep(RECONNECT_BACKOFF)
                     continue
+                async_raise_if_cancelled()  # a cancelled read can end as "no message"
                 if message is not None:
                     await self._on_message(message)
                 with self._mutex:

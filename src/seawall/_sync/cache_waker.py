@@ -24,7 +24,14 @@ from typing import Any
 from seawall import _concurrency
 from seawall._sync.waker import open_pubsub
 from seawall._cache_codec import CACHE_WAKE_PREFIX
-from seawall._concurrency import Event, Worker, ScopedRegistry, scope, sleep
+from seawall._concurrency import (
+    Event,
+    Worker,
+    ScopedRegistry,
+    raise_if_cancelled,
+    scope,
+    sleep,
+)
 from seawall._validate import Client
 
 # The listener exits after this long with nobody waiting; POLL is how often it looks.
@@ -143,6 +150,7 @@ class CacheWaker:
                         pubsub = open_pubsub(client)
                         pubsub.subscribe(self._channel)
                     except Exception as exc:
+                        raise_if_cancelled()
                         _concurrency.log.debug("seawall: cache waker cannot connect: %r", exc)
                         pubsub = None
                         if self._detach_if_idle(quiet_since):
@@ -152,6 +160,7 @@ class CacheWaker:
                 try:
                     message = pubsub.get_message(timeout=POLL)
                 except Exception as exc:
+                    raise_if_cancelled()
                     _concurrency.log.debug("seawall: cache waker connection failed: %r", exc)
                     self._ready.clear()
                     acks = 0
@@ -161,6 +170,10 @@ class CacheWaker:
                     pubsub = None
                     sleep(RECONNECT_BACKOFF)
                     continue
+                # redis-py's read can end a cancelled wait as a timeout (no message): a
+                # listener that went on would keep asyncio.run() from returning until
+                # IDLE_EXIT.
+                raise_if_cancelled()
                 if message is not None:
                     if message["type"] == "subscribe":
                         acks += 1

@@ -29,7 +29,14 @@ from typing import Any, Literal, NamedTuple, Protocol
 from seawall import _concurrency
 from seawall import _invalidation_message as message_format
 from seawall._sync.waker import open_pubsub
-from seawall._concurrency import Event, Worker, ScopedRegistry, scope, sleep
+from seawall._concurrency import (
+    Event,
+    Worker,
+    ScopedRegistry,
+    raise_if_cancelled,
+    scope,
+    sleep,
+)
 from seawall._validate import Client, check_client, check_name
 
 # How long one read waits before the listener looks at its health and registrations.
@@ -245,6 +252,7 @@ class Invalidator:
                     try:
                         pubsub = self._open()
                     except Exception as exc:
+                        raise_if_cancelled()
                         _concurrency.log.debug("seawall: invalidation cannot connect: %r", exc)
                         sleep(RECONNECT_BACKOFF)
                         continue
@@ -257,6 +265,7 @@ class Invalidator:
                     ping_sent = 0.0
                 try:
                     message = pubsub.get_message(timeout=POLL)
+                    raise_if_cancelled()  # a cancelled read can end as "no message"
                     now = _concurrency.monotonic()
                     if message is None:
                         if ping_sent and now - ping_sent > DEAD_AFTER:
@@ -266,6 +275,7 @@ class Invalidator:
                             ping_sent = now
                         continue
                 except Exception as exc:
+                    raise_if_cancelled()
                     # Not only ConnectionError: a client closed under us fails in the parser.
                     self._lost(repr(exc))
                     _close(pubsub)

@@ -341,6 +341,7 @@ class Waker:
                     pubsub = None
                     sleep(RECONNECT_BACKOFF)
                     continue
+                raise_if_cancelled()  # a cancelled read can end as "no message"
                 if message is not None:
                     self._on_message(message)
                 with self._mutex:
