@@ -1,0 +1,103 @@
+"""Find the files, check each one, and keep going past the ones that are not Python."""
+
+from __future__ import annotations
+
+import ast
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+from seawall.lint._context import FileContext
+from seawall.lint._model import Finding, Rule
+from seawall.lint._noqa import silenced, suppressions
+from seawall.lint.rules import RULES
+
+# Directories never walked into: environments, VCS data and caches hold code that is not
+# the project's (or is not code at all).
+SKIPPED_DIRS = frozenset(
+    {
+        ".venv",
+        "venv",
+        ".git",
+        "__pycache__",
+        ".tox",
+        ".nox",
+        ".mypy_cache",
+        ".ruff_cache",
+        ".pytest_cache",
+        "node_modules",
+        "site-packages",
+    }
+)
+
+
+@dataclass
+class Report:
+    findings: list[Finding] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)  # one line per file that could not be read
+    files: int = 0
+
+
+def python_files(paths: Iterable[str]) -> Iterator[str]:
+    """Files named on the command line as they are (whatever their extension), and the
+    *.py files under named directories, in a stable order."""
+    for path in paths:
+        if not os.path.isdir(path):
+            yield path
+            continue
+        for root, dirs, files in os.walk(path):
+            dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS)
+            for name in sorted(files):
+                if name.endswith(".py"):
+                    yield os.path.join(root, name)
+
+
+def _column(source: bytes, node: ast.AST) -> tuple[int, int]:
+    """1-based line and column in characters (ast counts UTF-8 bytes)."""
+    line = getattr(node, "lineno", 1)
+    offset = getattr(node, "col_offset", 0)
+    text = source.splitlines()[line - 1] if source else b""
+    return line, len(text[:offset].decode("utf-8", errors="replace")) + 1
+
+
+def lint_source(
+    source: bytes | str, path: str = "<string>", rules: Sequence[Rule] = RULES
+) -> list[Finding]:
+    """The findings for one file's source, `# noqa` applied, sorted by position.
+    Raises SyntaxError or ValueError if the source is not Python."""
+    data = source.encode() if isinstance(source, str) else source
+    ctx = FileContext.parse(path, data)
+    suppressed = suppressions(data)
+    findings = set()
+    for rule in rules:
+        for node, message in rule.check(ctx):
+            line, col = _column(data, node)
+            if not silenced(suppressed, line, rule.code):
+                findings.add(Finding(path, line, col, rule.code, message))
+    return sorted(findings)
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, SyntaxError):
+        where = f" (line {exc.lineno})" if exc.lineno else ""
+        return f"not Python source: {exc.msg}{where}"
+    if isinstance(exc, ValueError | UnicodeDecodeError):
+        return f"not Python source: {exc}"
+    if isinstance(exc, OSError):
+        return f"cannot read it: {exc.strerror or exc}"
+    return f"cannot check it: {exc}"
+
+
+def lint_paths(paths: Iterable[str], rules: Sequence[Rule] = RULES) -> Report:
+    """Check every file under `paths`; a file that cannot be read or parsed becomes one
+    line in `Report.errors` and the others are still checked."""
+    report = Report()
+    for path in python_files(paths):
+        report.files += 1
+        try:
+            with open(path, "rb") as handle:
+                source = handle.read()
+            report.findings.extend(lint_source(source, path, rules))
+        except (SyntaxError, ValueError, OSError, RecursionError) as exc:
+            report.errors.append(f"{path}: {_describe(exc)}")
+    return report
