@@ -116,8 +116,25 @@ class FileContext:
         """The function (or the module) whose body holds `node`."""
         return next((a for a in self.ancestors(node) if isinstance(a, _Function)), self.tree)
 
-    def in_scope(self, call: RedisCall, scope: ast.AST) -> bool:
-        return self.scope_of(call.node) is scope
+    def same_key(self, a: RedisCall, b: RedisCall) -> bool:
+        """Whether two calls name the same key. Keys written the same way match across the
+        file (`self.key`, `f"lock:{name}"`, a constant, a parameter named `key` in both
+        `acquire(key)` and `release(key)`), except a plain local variable, which only
+        matches within its own function: `for key in ...` elsewhere is another key."""
+        if not same_expression(a.key, b.key):
+            return False
+        first, second = self.scope_of(a.node), self.scope_of(b.node)
+        if first is second or not isinstance(a.key, ast.Name):
+            return True
+        name = a.key.id
+        return not (self._local_variable(name, first) or self._local_variable(name, second))
+
+    def _local_variable(self, name: str, scope: ast.AST) -> bool:
+        if not isinstance(scope, _Function) or name not in self.inference.scopes.get(scope, {}):
+            return False
+        args = scope.args
+        parameters = [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
+        return all(p is None or p.arg != name for p in parameters)
 
     def enclosing_loops(self, node: ast.AST) -> Iterator[ast.AST]:
         """Loops and comprehensions around `node` inside its own function, innermost first.

@@ -195,7 +195,7 @@ class Inference:
         if isinstance(expr, ast.Attribute):
             return self._attribute_kind(expr)
         if isinstance(expr, ast.Subscript):
-            return Kind.UNKNOWN  # clients[i]: unknown, and a subscript has no name to judge
+            return Kind.OTHER  # rows[0]: an element of a collection, not judged by name
         return Kind.OTHER  # literals, arithmetic, comprehensions, f-strings...
 
     def _call_kind(self, call: ast.Call) -> Kind:

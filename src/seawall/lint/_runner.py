@@ -100,4 +100,9 @@ def lint_paths(paths: Iterable[str], rules: Sequence[Rule] = RULES) -> Report:
             report.findings.extend(lint_source(source, path, rules))
         except (SyntaxError, ValueError, OSError, RecursionError) as exc:
             report.errors.append(f"{path}: {_describe(exc)}")
+        except Exception as exc:  # a bug in a rule: name the file, keep checking the rest
+            report.errors.append(
+                f"{path}: seawall lint failed on this file ({type(exc).__name__}: {exc}); "
+                "please report it with the file"
+            )
     return report

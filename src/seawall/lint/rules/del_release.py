@@ -72,7 +72,7 @@ def check(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
                     "in one Lua script (or use seawall.Lock)"
                 ),
             )
-        elif any(same_expression(lock.key, call.key) for lock in locks):
+        elif any(ctx.same_key(lock, call) for lock in locks):
             yield (
                 call.node,
                 (

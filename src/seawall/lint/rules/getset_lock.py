@@ -6,7 +6,7 @@ import ast
 import re
 from collections.abc import Iterator
 
-from seawall.lint._context import FileContext, RedisCall, same_expression
+from seawall.lint._context import FileContext, RedisCall
 from seawall.lint._model import rule
 
 # A value that is a point in time: the recipe stores "now + timeout" in the lock key.
@@ -61,7 +61,7 @@ def check(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
     for call in ctx.calls:
         if not _swaps(call):
             continue
-        if any(same_expression(t.key, call.key) for t in taken) or _is_a_time(_value(call)):
+        if any(ctx.same_key(t, call) for t in taken) or _is_a_time(_value(call)):
             yield (
                 call.node,
                 (

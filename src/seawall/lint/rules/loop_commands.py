@@ -45,10 +45,28 @@ def _assigned_in(body: list[ast.stmt]) -> set[str]:
     return names
 
 
+def _derived(body: list[ast.stmt], names: set[str]) -> set[str]:
+    """`names` plus the names the body computes from them (`key = f"user:{uid}"`), so a
+    value read back from Redis (`value = r.get(k)`) does not make a loop look per-item."""
+    found = set(names)
+    assignments = [
+        n for s in body for n in ast.walk(s) if isinstance(n, ast.Assign | ast.AnnAssign)
+    ]
+    for _ in range(3):  # a chain of three assignments is plenty
+        for assignment in assignments:
+            if assignment.value is None or not _uses([assignment.value], found):
+                continue
+            targets = (
+                assignment.targets if isinstance(assignment, ast.Assign) else [assignment.target]
+            )
+            found |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return found
+
+
 def _varying(loop: ast.AST) -> set[str]:
     """Names that take a new value on each pass of `loop`."""
     if isinstance(loop, ast.For | ast.AsyncFor):
-        return _bound_names(loop.target) | _assigned_in(loop.body)
+        return _derived(loop.body, _bound_names(loop.target))
     if isinstance(loop, ast.While):
         return _assigned_in(loop.body)
     if isinstance(loop, ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp):
@@ -82,11 +100,15 @@ def check(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
     `with r.pipeline(transaction=False) as pipe:` and `pipe.execute()` once (batch big
     inputs). Reported at a per-key command on a client (not a pipeline) inside a for
     loop, an async for loop or a comprehension when an argument depends on the loop
-    variable, or inside a while loop when the key is reassigned in the loop body.
+    variable (directly or through names the body computes from it), or inside a while
+    loop when the key is reassigned in the loop body. SETNX and `set(..., nx=True)` are
+    never reported: a lock is taken on its own, and retried.
     """
     for call in ctx.calls:
         if call.receiver is not Kind.CLIENT or call.command not in PER_KEY_COMMANDS:
             continue
+        if call.command == "setnx" or call.has_keyword("nx"):
+            continue  # taking a lock in a loop is a retry, and a lock is taken alone
         for loop in ctx.enclosing_loops(call.node):
             if _per_item(call, loop, _varying(loop)):
                 batched = _BATCHED.get(call.command, "one call")

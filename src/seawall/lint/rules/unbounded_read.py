@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
-from seawall.lint._context import FileContext, RedisCall, same_expression
+from seawall.lint._context import FileContext, RedisCall
 from seawall.lint._model import rule
 
 WHOLE_READS = {
@@ -59,7 +59,7 @@ def check(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
     for call in ctx.calls:
         if not _reads_everything(call):
             continue
-        if any(same_expression(b.key, call.key) for b in bounded):
+        if any(ctx.same_key(b, call) for b in bounded):
             continue
         whole = "to -1" if call.command in ("lrange", "zrange", "zrevrange") else ""
         yield (
