@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from seawall.lint import FORMATS, Finding, lint_paths, lint_source, python_files
 
@@ -70,7 +71,7 @@ def test_findings_sort_by_path_line_col() -> None:
     assert sorted([c, b, a]) == [a, b, c]
 
 
-def test_directories_are_walked_for_python_files_only(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_directories_are_walked_for_python_files_only(tmp_path: Path) -> None:
     for relative in (
         "pkg/a.py",
         "pkg/sub/b.py",
@@ -88,7 +89,7 @@ def test_directories_are_walked_for_python_files_only(tmp_path) -> None:  # type
     assert (report.files, len(report.findings), report.errors) == (2, 2, [])
 
 
-def test_unreadable_and_non_python_files_become_one_line_errors(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_unreadable_and_non_python_files_become_one_line_errors(tmp_path: Path) -> None:
     good = tmp_path / "good.py"
     good.write_text(HEADER + "r.keys()\n")
     broken = tmp_path / "broken.py"
@@ -105,7 +106,7 @@ def test_unreadable_and_non_python_files_become_one_line_errors(tmp_path) -> Non
         assert "\n" not in error
 
 
-def test_a_file_that_cannot_be_read_is_named(tmp_path) -> None:  # type: ignore[no-untyped-def]
+def test_a_file_that_cannot_be_read_is_named(tmp_path: Path) -> None:
     # A dangling symlink: found by the walk, gone when opened (chmod cannot stop root).
     (tmp_path / "gone.py").symlink_to(tmp_path / "nowhere.py")
     report = lint_paths([str(tmp_path)])

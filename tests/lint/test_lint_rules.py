@@ -163,3 +163,9 @@ def f(r, redis_client, keys):
         r.get(k)
 """
     assert [(f.line, f.rule) for f in lint_source(source)] == [(4, "SW001")]
+
+
+def test_docs_describe_every_rule() -> None:
+    docs = (Path(__file__).parents[2] / "docs" / "lint.md").read_text()
+    for rule in RULES:
+        assert f"### {rule.code} `{rule.name}`" in docs, rule.code
