@@ -73,9 +73,12 @@ class FileContext:
 
     def __post_init__(self) -> None:
         self.inference = Inference.of(self.tree)
-        for parent in ast.walk(self.tree):
+        # One traversal gives both the parent links and the node list the rules scan.
+        self.nodes: list[ast.AST] = [self.tree]
+        for parent in self.nodes:
             for child in ast.iter_child_nodes(parent):
                 self.parents[child] = parent
+                self.nodes.append(child)
 
     @classmethod
     def parse(cls, path: str, source: bytes) -> FileContext:
@@ -86,7 +89,7 @@ class FileContext:
     def calls(self) -> list[RedisCall]:
         """Every call of a command on a redis client or pipeline, in source order."""
         found = []
-        for node in ast.walk(self.tree):
+        for node in self.nodes:
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
                 continue
             receiver = self.inference.kind(node.func.value)

@@ -67,13 +67,14 @@ def lint_source(
     Raises SyntaxError or ValueError if the source is not Python."""
     data = source.encode() if isinstance(source, str) else source
     ctx = FileContext.parse(path, data)
-    suppressed = suppressions(data)
     findings = set()
     for rule in rules:
         for node, message in rule.check(ctx):
             line, col = _column(data, node)
-            if not silenced(suppressed, line, rule.code):
-                findings.add(Finding(path, line, col, rule.code, message))
+            findings.add(Finding(path, line, col, rule.code, message))
+    if findings and b"noqa" in data.lower():  # tokenizing is the slow part: only when needed
+        suppressed = suppressions(data)
+        findings = {f for f in findings if not silenced(suppressed, f.line, f.rule)}
     return sorted(findings)
 
 

@@ -37,7 +37,7 @@ def check(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
     `**kwargs` (the option may be in them) or a `connection_pool=` (the pool is checked
     where it is built).
     """
-    for node in ast.walk(ctx.tree):
+    for node in ctx.nodes:
         if not isinstance(node, ast.Call):
             continue
         built = ctx.inference.constructor(node)
