@@ -9,7 +9,8 @@ Every rule asks this before it reports anything, so a dict's `.keys()` or a list
    `with redis.Redis() as r`, annotated with a client class (`r: redis.Redis`,
    `Optional[Redis]`, `"Redis | None"`, a class-level `redis: Redis` for `self.redis`),
    assigned from another client name, or from a function of the file annotated to return a
-   client, is a client. `x.pipeline()` of a client is a pipeline, and so is a name bound
+   client, is a client; so is `sentinel.master_for(...)` (or `slave_for`). `x.pipeline()`
+   of a client is a pipeline, and so is a name bound
    to one. A name bound only to something else (a literal, a loop or comprehension
    variable, an import, a non-client annotation) is not a client.
 2. The name, when the file gives no evidence either way: identifiers whose words end in
@@ -27,13 +28,15 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-PACKAGES = frozenset({"redis", "valkey"})
+# aioredis: the package redis.asyncio grew from, same API, still imported by older code.
+PACKAGES = frozenset({"redis", "valkey", "aioredis"})
 CLIENT_CLASSES = frozenset(
     {"Redis", "StrictRedis", "RedisCluster", "Valkey", "StrictValkey", "ValkeyCluster"}
 )
 POOL_CLASSES = frozenset({"ConnectionPool", "BlockingConnectionPool"})
 PIPELINE_CLASSES = frozenset({"Pipeline", "ClusterPipeline"})
 
+_SENTINEL_CLIENTS = frozenset({"master_for", "slave_for"})
 _SHORT_NAMES = frozenset({"r", "rc", "rds"})
 _PACKAGE_WORDS = frozenset({"redis", "valkey", "aioredis"})
 _CLIENT_WORDS = frozenset(
@@ -209,6 +212,8 @@ class Inference:
             receiver = self.kind(func.value)
             if func.attr == "pipeline" and receiver is Kind.CLIENT:
                 return Kind.PIPELINE
+            if func.attr in _SENTINEL_CLIENTS:
+                return Kind.CLIENT  # Sentinel(...).master_for("name") is a client
             if receiver is Kind.PIPELINE and func.attr not in ("execute", "reset"):
                 return Kind.PIPELINE  # pipeline commands return the pipeline: chains
             return Kind.UNKNOWN
