@@ -189,8 +189,13 @@ class Inference:
             return self.kind(expr.value)
         if isinstance(expr, ast.NamedExpr):
             return self.kind(expr.value)
-        if isinstance(expr, ast.IfExp):
-            return _merge([self.kind(expr.body), self.kind(expr.orelse)])
+        if isinstance(expr, ast.IfExp | ast.BoolOp):
+            # `pipeline if pipeline is not None else self.connection`, `pipe or r`: code
+            # that queues on a pipeline when given one; judged as the pipeline, so a loop
+            # over it is not reported.
+            options = [expr.body, expr.orelse] if isinstance(expr, ast.IfExp) else expr.values
+            kinds = [self.kind(e) for e in options]
+            return Kind.PIPELINE if Kind.PIPELINE in kinds else _merge(kinds)
         if isinstance(expr, ast.Call):
             return self._call_kind(expr)
         if isinstance(expr, ast.Name):
