@@ -12,7 +12,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from seawall.lint._names import Inference, Kind
+from seawall.lint._bindings import Kind
+from seawall.lint._names import Inference
 
 _Function = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
 _Loop = ast.For | ast.AsyncFor | ast.While

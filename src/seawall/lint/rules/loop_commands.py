@@ -5,9 +5,9 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+from seawall.lint._bindings import Kind
 from seawall.lint._context import FileContext, RedisCall
 from seawall.lint._model import rule
-from seawall.lint._names import Kind
 
 # Commands that touch one key and answer at once: n of them cost n round trips, and a
 # pipeline (or the command's own multi-key form) sends them in one. UNLINK is left out:
