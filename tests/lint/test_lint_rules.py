@@ -78,7 +78,9 @@ def test_every_rule_documents_why_and_where_from() -> None:
 def test_messages_say_what_to_do_instead() -> None:
     for path in BAD:
         for finding in lint_source(path.read_bytes(), str(path)):
-            assert re.search(r"\b(use|pass|batch|delete|iterate|take)\b", finding.message), finding
+            assert re.search(r"\b(use|pass|send|queue|delete|iterate|take)\b", finding.message), (
+                finding
+            )
 
 
 def test_seed_003_recipe_as_python() -> None:
@@ -169,3 +171,12 @@ def test_docs_describe_every_rule() -> None:
     docs = (Path(__file__).parents[2] / "docs" / "lint.md").read_text()
     for rule in RULES:
         assert f"### {rule.code} `{rule.name}`" in docs, rule.code
+
+
+def test_loop_message_names_the_batched_form() -> None:
+    messages = {f.line: f.message for f in lint_source((FIXTURES / "sw006_bad.py").read_bytes())}
+    assert "send one MGET of all the keys" in messages[10]
+    assert "send one UNLINK of all the keys" in messages[32]
+    assert "send one SADD of all the members" in messages[46]
+    assert messages[20].startswith("ZSCORE sent once per loop iteration")
+    assert "queue the commands on a pipeline(transaction=False)" in messages[20]

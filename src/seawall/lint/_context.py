@@ -50,6 +50,11 @@ class RedisCall:
         return self.keyword("name") or self.keyword("key")
 
     @property
+    def name(self) -> str:
+        """The command as Redis spells it: `delete` is DEL."""
+        return "DEL" if self.command == "delete" else self.command.upper()
+
+    @property
     def raw(self) -> bool:
         """Sent through execute_command: option keywords are words in `args` then."""
         return (

@@ -76,7 +76,7 @@ def check(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
             yield (
                 call.node,
                 (
-                    f"lock key released with a plain {call.command.upper()}: if the lock expired "
+                    f"lock key released with a plain {call.name}: if the lock expired "
                     "and another client took it, this removes their lock; delete only if the key "
                     "still holds your token, in one Lua script (or use seawall.Lock)"
                 ),

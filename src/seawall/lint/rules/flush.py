@@ -21,7 +21,7 @@ def check(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
     server, `# noqa: SW002` says the flush is intended.
     """
     for call in ctx.commands("flushall", "flushdb"):
-        name = call.command.upper()
+        name = call.name
         yield (
             call.node,
             (

@@ -24,11 +24,20 @@ _OTHERS = ("pfadd", "xadd", "getbit", "setbit")
 PER_KEY_COMMANDS = frozenset(
     _STRINGS + _COUNTERS + _KEYSPACE + _HASHES + _HASHES_MORE + _SETS + _ZSETS + _LISTS + _OTHERS
 )
-_BATCHED = {
-    "get": "MGET",
-    "set": "MSET",
-    "exists": "EXISTS with many keys",
-    "delete": "UNLINK with many keys",
+# The command's own multi-key form, for a key that changes with each pass...
+_MULTI_KEY = {"get": "MGET", "set": "MSET", "exists": "EXISTS", "delete": "UNLINK"}
+# ...or its multi-member form, for one key and a member that changes.
+_MULTI_MEMBER = {
+    "hget": "HMGET",
+    "hset": "HSET with mapping=",
+    "hdel": "HDEL",
+    "sadd": "SADD",
+    "srem": "SREM",
+    "sismember": "SMISMEMBER",
+    "zadd": "ZADD with a mapping",
+    "zrem": "ZREM",
+    "lpush": "LPUSH",
+    "rpush": "RPUSH",
 }
 
 
@@ -88,6 +97,21 @@ def _per_item(call: RedisCall, loop: ast.AST, varying: set[str]) -> bool:
     return _uses(arguments, varying)
 
 
+def _message(call: RedisCall, loop: ast.AST) -> str:
+    key_changes = call.key is not None and _uses([call.key], _varying(loop))
+    if key_changes:
+        batched = _MULTI_KEY.get(call.command)
+        form = f"one {batched} of all the keys" if batched else None
+    else:
+        batched = _MULTI_MEMBER.get(call.command)
+        form = f"one {batched} of all the members" if batched else None
+    fix = f"send {form}, or queue the commands" if form else "queue the commands"
+    return (
+        f"{call.name} sent once per loop iteration, one round trip each; {fix} on a "
+        "pipeline(transaction=False) and execute() once"
+    )
+
+
 @rule("SW006", "command-per-iteration")
 def check(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
     """Each command sent on its own waits a full network round trip (0.1-1 ms on a LAN,
@@ -111,13 +135,5 @@ def check(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
             continue  # taking a lock in a loop is a retry, and a lock is taken alone
         for loop in ctx.enclosing_loops(call.node):
             if _per_item(call, loop, _varying(loop)):
-                batched = _BATCHED.get(call.command, "one call")
-                yield (
-                    call.node,
-                    (
-                        f"{call.command.upper()} sent once per loop iteration, one round trip "
-                        f"each; batch with {batched} or queue on a pipeline(transaction=False) "
-                        "and execute() once"
-                    ),
-                )
+                yield call.node, _message(call, loop)
                 break

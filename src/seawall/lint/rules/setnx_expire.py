@@ -57,7 +57,7 @@ def check(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
             yield (
                 call.node,
                 (
-                    f"SETNX then {later[0].command.upper()} (line {later[0].node.lineno}) is two "
+                    f"SETNX then {later[0].name} (line {later[0].node.lineno}) is two "
                     "commands: a crash between them leaves a lock that never expires; use "
                     "set(key, token, nx=True, px=ttl) in one command (or seawall.Lock)"
                 ),

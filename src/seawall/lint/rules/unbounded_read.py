@@ -65,7 +65,7 @@ def check(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
         yield (
             call.node,
             (
-                f"{call.command.upper()}{' ' + whole if whole else ''} reads the whole collection "
+                f"{call.name}{' ' + whole if whole else ''} reads the whole collection "
                 f"in one reply and blocks the server when it grows; use "
                 f"{WHOLE_READS[call.command]}"
             ),
