@@ -9,6 +9,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from seawall.cli import main
+
 SRC = Path(__file__).resolve().parents[2] / "src"
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -85,15 +89,35 @@ def test_a_file_that_is_not_python_exit_2_and_the_rest_still_checked(tmp_path: P
     assert len(run.stdout.splitlines()) == 4  # sw002_bad.py was checked all the same
 
 
-def test_usage_errors_exit_2(tmp_path: Path) -> None:
-    for args in (
-        [],
-        [str(tmp_path / "missing.py")],
-        ["--format", "xml", str(FIXTURES)],
-        ["--select", "SW999", str(FIXTURES)],
-    ):
-        run = _lint(*args)
-        assert run.returncode == 2, (args, run.stdout, run.stderr)
-        assert "Traceback" not in run.stderr
-        assert run.stderr.strip(), args
-    assert "SW999" in run.stderr
+def test_a_missing_path_is_a_usage_error_exit_2(tmp_path: Path) -> None:
+    run = _lint(str(tmp_path / "missing.py"))
+    assert run.returncode == 2
+    assert "Traceback" not in run.stderr
+    assert "missing.py" in run.stderr and "does not exist" in run.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        ([], "Missing argument"),
+        (["--format", "xml", str(FIXTURES)], "'xml' is not one of"),
+        (["--select", "SW999", str(FIXTURES)], "unknown rule code SW999"),
+        (["--ignore", "SW001,XX1", str(FIXTURES)], "unknown rule code XX1"),
+    ],
+)
+def test_usage_errors_exit_2(
+    args: list[str], says: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The same entry point as `python -m seawall`, in-process: no interpreter start-up.
+    assert main(["lint", *args]) == 2
+    captured = capsys.readouterr()
+    assert says in captured.err
+    assert captured.out == ""
+
+
+def test_no_python_files_is_said_and_clean(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "README.md").write_text("# not code\n")
+    assert main(["lint", str(tmp_path)]) == 0
+    assert capsys.readouterr().err == f"seawall lint: no *.py files under {tmp_path}\n"

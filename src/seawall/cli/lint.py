@@ -45,6 +45,8 @@ def command(
     report = lint_paths(paths, rules)
     sys.stdout.write(FORMATS[output_format](report.findings))
     sys.stdout.flush()
+    if report.files == 0:
+        click.echo(f"seawall lint: no *.py files under {', '.join(paths)}", err=True)
     for error in report.errors:
         click.echo(f"seawall lint: {error}", err=True)
     if report.errors:
