@@ -52,11 +52,11 @@ def python_files(paths: Iterable[str]) -> Iterator[str]:
                     yield os.path.join(root, name)
 
 
-def _column(source: bytes, node: ast.AST) -> tuple[int, int]:
+def _column(lines: list[bytes], node: ast.AST) -> tuple[int, int]:
     """1-based line and column in characters (ast counts UTF-8 bytes)."""
     line = getattr(node, "lineno", 1)
     offset = getattr(node, "col_offset", 0)
-    text = source.splitlines()[line - 1] if source else b""
+    text = lines[line - 1] if line <= len(lines) else b""
     return line, len(text[:offset].decode("utf-8", errors="replace")) + 1
 
 
@@ -67,14 +67,24 @@ def lint_source(
     Raises SyntaxError or ValueError if the source is not Python."""
     data = source.encode() if isinstance(source, str) else source
     ctx = FileContext.parse(path, data)
-    findings = set()
+    lines = data.splitlines()
+    # A finding may be silenced on its first line or, for a call written over several
+    # lines, on its last (where a formatter leaves the comment after the closing bracket).
+    last_lines: dict[Finding, int] = {}
     for rule in rules:
         for node, message in rule.check(ctx):
-            line, col = _column(data, node)
-            findings.add(Finding(path, line, col, rule.code, message))
+            line, col = _column(lines, node)
+            finding = Finding(path, line, col, rule.code, message)
+            last_lines[finding] = getattr(node, "end_lineno", None) or line
+    findings = set(last_lines)
     if findings and b"noqa" in data.lower():  # tokenizing is the slow part: only when needed
         suppressed = suppressions(data)
-        findings = {f for f in findings if not silenced(suppressed, f.line, f.rule)}
+        findings = {
+            f
+            for f in findings
+            if not silenced(suppressed, f.line, f.rule)
+            and not silenced(suppressed, last_lines[f], f.rule)
+        }
     return sorted(findings)
 
 
