@@ -121,3 +121,12 @@ def test_no_python_files_is_said_and_clean(
     (tmp_path / "README.md").write_text("# not code\n")
     assert main(["lint", str(tmp_path)]) == 0
     assert capsys.readouterr().err == f"seawall lint: no *.py files under {tmp_path}\n"
+
+
+def test_explain_prints_a_rule_rationale(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["lint", "--explain", "sw003"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("SW003 setnx-then-expire\n\n")
+    assert "seed 003" in out and "Fix:" in out
+    assert main(["lint", "--explain", "SW042"]) == 2
+    assert "unknown rule code SW042" in capsys.readouterr().err

@@ -11,6 +11,21 @@ def _codes(value: str | None) -> set[str]:
     return {c.strip().upper() for c in (value or "").split(",") if c.strip()}
 
 
+def _explain(ctx: click.Context, _param: click.Parameter, code: str | None) -> None:
+    """`--explain SW003`: the rule's rationale and fix, as ruff's `ruff rule` prints them."""
+    if code is None or ctx.resilient_parsing:
+        return
+    from seawall.lint import BY_CODE
+
+    rule = BY_CODE.get(code.strip().upper())
+    if rule is None:
+        raise click.BadParameter(
+            f"unknown rule code {code} (known: {', '.join(BY_CODE)})", param_hint="--explain"
+        )
+    click.echo(f"{rule.code} {rule.name}\n\n{rule.rationale}")
+    ctx.exit(0)
+
+
 @click.command(
     help="Checks Python code that uses redis-py (sync or asyncio) for commands and recipes "
     "that hurt in production: KEYS, FLUSHALL, SETNX+EXPIRE and GETSET locks, DEL releases, "
@@ -26,6 +41,14 @@ def _codes(value: str | None) -> set[str]:
     default="text",
     show_default=True,
     help="text: path:line:col: CODE message; json: a list of objects",
+)
+@click.option(
+    "--explain",
+    metavar="CODE",
+    callback=_explain,
+    expose_value=False,
+    is_eager=True,
+    help="print why a rule exists and how to fix what it finds, then exit",
 )
 @click.option("--select", default=None, help="only these rule codes, comma-separated")
 @click.option("--ignore", default=None, help="skip these rule codes, comma-separated")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import inspect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -25,7 +26,7 @@ class Rule:
 
     @property
     def rationale(self) -> str:
-        return (self.check.__doc__ or "").strip()
+        return inspect.cleandoc(self.check.__doc__ or "")
 
 
 @dataclass(frozen=True, order=True)
