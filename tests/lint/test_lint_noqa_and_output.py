@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from seawall.lint import FORMATS, Finding, lint_paths, lint_source, python_files
 
 HEADER = "import redis\nr = redis.Redis(socket_timeout=1.0)\n"
@@ -94,6 +96,16 @@ def test_directories_are_walked_for_python_files_only(tmp_path: Path) -> None:
     assert found == ["pkg/a.py", "pkg/sub/b.py"]
     report = lint_paths([str(tmp_path)])
     assert (report.files, len(report.findings), report.errors) == (2, 2, [])
+
+
+def test_paths_under_the_current_directory_print_without_dot_slash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "a.py").write_text(HEADER + "r.keys()\n")
+    monkeypatch.chdir(tmp_path)
+    assert list(python_files(["."])) == ["pkg/a.py"]
+    assert [f.path for f in lint_paths(["./pkg"]).findings] == ["pkg/a.py"]
 
 
 def test_unreadable_and_non_python_files_become_one_line_errors(tmp_path: Path) -> None:

@@ -49,7 +49,7 @@ def python_files(paths: Iterable[str]) -> Iterator[str]:
             dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS)
             for name in sorted(files):
                 if name.endswith(".py"):
-                    yield os.path.join(root, name)
+                    yield os.path.normpath(os.path.join(root, name))  # "./a.py" -> "a.py"
 
 
 def _column(lines: list[bytes], node: ast.AST) -> tuple[int, int]:
