@@ -20,15 +20,24 @@ def _value(call: RedisCall) -> ast.expr | None:
     return call.keyword("value")
 
 
-def _is_a_time(value: ast.expr | None) -> bool:
+def _clock_call(node: ast.AST) -> bool:
+    if not isinstance(node, ast.Call):
+        return False
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    return name in _CLOCKS
+
+
+def _is_a_deadline(value: ast.expr | None) -> bool:
+    """`time.time() + 10`, `expires`, `self.deadline`: a point in the future, the lock
+    recipe's value. The bare current time (`getset("last_run", time.time())`, swapping in
+    a timestamp to learn the previous one) is not."""
     if value is None:
         return False
     for node in ast.walk(value):
-        if isinstance(node, ast.Call):
-            func = node.func
-            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-            if name in _CLOCKS:
-                return True
+        added = isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add)
+        if added and any(_clock_call(n) for n in ast.walk(node)):
+            return True
         if isinstance(node, ast.Name) and _DEADLINE_WORDS.search(node.id):
             return True
         if isinstance(node, ast.Attribute) and _DEADLINE_WORDS.search(node.attr):
@@ -53,7 +62,8 @@ def check(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
     Fix: `r.set(key, token, nx=True, px=ttl_ms)` to take the lock, Redis' own expiry for a
     crashed holder, and a release that compares the token and deletes in one Lua script;
     `seawall.Lock` does all three. Reported at a GETSET (or `set(..., get=True)`) on a key
-    the file also sets with SETNX/`nx=True`, or whose new value is a time or deadline.
+    the file also sets with SETNX/`nx=True`, or whose new value is a deadline (now + a
+    timeout, or a name saying expires/deadline/timeout/until).
     """
     taken = [
         c for c in ctx.calls if c.command == "setnx" or (c.command == "set" and c.has_keyword("nx"))
@@ -61,7 +71,7 @@ def check(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
     for call in ctx.calls:
         if not _swaps(call):
             continue
-        if any(ctx.same_key(t, call) for t in taken) or _is_a_time(_value(call)):
+        if any(ctx.same_key(t, call) for t in taken) or _is_a_deadline(_value(call)):
             yield (
                 call.node,
                 (
