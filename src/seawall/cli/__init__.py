@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "seawall.cli.demo",
         "run real scenarios on a private server and show what goes wrong without seawall",
     ),
+    "lint": ("seawall.cli.lint", "check Python code using redis-py for unsafe commands"),
     "server": ("seawall.cli.server", "start one real redis/valkey server until Ctrl-C"),
 }
 

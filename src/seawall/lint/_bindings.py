@@ -1,0 +1,234 @@
+"""Where each name of a file is bound, and to what: the raw material of client inference.
+
+One pass over the tree records imports, every binding of every name per scope (module,
+function, lambda, class body, comprehension), assignments to attributes (`self.redis =`),
+return annotations, and the chain of scopes each loaded name is looked up in, following
+Python's rules (a method does not see its class body's names). `seawall.lint._names`
+then judges the bindings.
+"""
+
+from __future__ import annotations
+
+import ast
+import enum
+from dataclasses import dataclass, field
+
+# aioredis: the package redis.asyncio grew from, same API, still imported by older code.
+PACKAGES = frozenset({"redis", "valkey", "aioredis"})
+
+
+def dotted(expr: ast.expr) -> str | None:
+    """`self.redis` -> "self.redis"; `cls.redis` counts as `self.redis`; None if not a chain
+    of attributes on a name."""
+    if isinstance(expr, ast.Name):
+        return "self" if expr.id == "cls" else expr.id
+    if isinstance(expr, ast.Attribute):
+        base = dotted(expr.value)
+        return None if base is None else f"{base}.{expr.attr}"
+    return None
+
+
+class Kind(enum.Enum):
+    CLIENT = "client"
+    PIPELINE = "pipeline"
+    OTHER = "other"  # known not to be a client: a literal, a loop variable, a module
+    UNKNOWN = "unknown"  # no evidence: the name decides
+
+
+@dataclass
+class Binding:
+    kind: Kind = Kind.UNKNOWN
+    value: ast.expr | None = None
+    annotation: ast.expr | None = None
+
+
+Scope = ast.AST  # a Module, function, Lambda, class body or comprehension
+
+
+@dataclass
+class Bindings:
+    imports: dict[str, str] = field(default_factory=dict)  # local name -> dotted origin
+    scopes: dict[Scope, dict[str, list[Binding]]] = field(default_factory=dict)
+    attributes: dict[str, list[Binding]] = field(default_factory=dict)
+    chains: dict[ast.Name, tuple[Scope, ...]] = field(default_factory=dict)
+    returns: dict[str, list[ast.expr]] = field(default_factory=dict)  # function -> annotations
+    imports_redis: bool = False
+
+
+class Collector(ast.NodeVisitor):
+    """Records imports, every binding per scope, attribute assignments, and the scope
+    chain each loaded name is looked up in."""
+
+    def __init__(self, bindings: Bindings) -> None:
+        self.bindings = bindings
+        self.chain: tuple[Scope, ...] = ()
+
+    # scopes
+
+    def visit_Module(self, node: ast.Module) -> None:
+        self.chain = (node,)
+        self.generic_visit(node)
+
+    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> None:
+        for default in [*node.args.defaults, *(d for d in node.args.kw_defaults if d)]:
+            self.visit(default)
+        if not isinstance(node, ast.Lambda):
+            self._bind_name(node.name, Binding(Kind.OTHER))
+            for decorator in node.decorator_list:
+                self.visit(decorator)
+            if node.returns is not None:
+                self.bindings.returns.setdefault(node.name, []).append(node.returns)
+        outer = self.chain
+        # Methods do not see their class body's names (Python's scoping rule).
+        self.chain = (node, *(s for s in outer if not isinstance(s, ast.ClassDef)))
+        args = node.args
+        for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]:
+            if arg is not None:
+                self._bind_name(arg.arg, Binding(Kind.UNKNOWN, annotation=arg.annotation))
+        body = node.body if isinstance(node.body, list) else [node.body]
+        for statement in body:
+            self.visit(statement)
+        self.chain = outer
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _function
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self._bind_name(node.name, Binding(Kind.OTHER))
+        for expr in [*node.bases, *node.decorator_list]:
+            self.visit(expr)
+        outer = self.chain
+        self.chain = (node, *outer)
+        for statement in node.body:
+            # A class-level `redis: Redis` or `redis = Redis()` types `self.redis`.
+            if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
+                self._bind_attribute(
+                    f"self.{statement.target.id}",
+                    Binding(annotation=statement.annotation, value=statement.value),
+                )
+            elif isinstance(statement, ast.Assign):
+                for target in statement.targets:
+                    if isinstance(target, ast.Name):
+                        self._bind_attribute(f"self.{target.id}", Binding(value=statement.value))
+            self.visit(statement)
+        self.chain = outer
+
+    def _comprehension(
+        self, node: ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp
+    ) -> None:
+        outer = self.chain
+        self.visit(node.generators[0].iter)  # evaluated in the enclosing scope
+        self.chain = (node, *outer)
+        for position, generator in enumerate(node.generators):
+            if position:
+                self.visit(generator.iter)
+            self._bind_target(generator.target, Binding(Kind.OTHER))
+            for condition in generator.ifs:
+                self.visit(condition)
+        if isinstance(node, ast.DictComp):
+            self.visit(node.key)
+            self.visit(node.value)
+        else:
+            self.visit(node.elt)
+        self.chain = outer
+
+    visit_ListComp = visit_SetComp = visit_GeneratorExp = visit_DictComp = _comprehension
+
+    # names
+
+    def visit_Name(self, node: ast.Name) -> None:
+        self.bindings.chains[node] = self.chain
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            top = alias.name.split(".")[0]
+            local = alias.asname or top
+            origin = alias.name if alias.asname else top
+            self.bindings.imports[local] = origin
+            self.bindings.imports_redis |= top in PACKAGES
+            self._bind_name(local, Binding(Kind.OTHER if top in PACKAGES else Kind.UNKNOWN))
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        module = node.module or ""
+        from_redis = node.level == 0 and module.split(".")[0] in PACKAGES
+        self.bindings.imports_redis |= from_redis
+        for alias in node.names:
+            local = alias.asname or alias.name
+            if node.level == 0:
+                self.bindings.imports[local] = f"{module}.{alias.name}"
+            self._bind_name(local, Binding(Kind.OTHER if from_redis else Kind.UNKNOWN))
+
+    # bindings
+
+    def visit_Assign(self, node: ast.Assign) -> None:
+        self.visit(node.value)
+        for target in node.targets:
+            self._bind_target(target, Binding(value=node.value), node.value)
+            self.visit(target)
+
+    def visit_AnnAssign(self, node: ast.AnnAssign) -> None:
+        if node.value is not None:
+            self.visit(node.value)
+        self._bind_target(node.target, Binding(annotation=node.annotation, value=node.value))
+        self.visit(node.target)
+
+    def visit_AugAssign(self, node: ast.AugAssign) -> None:
+        self.visit(node.value)
+        self._bind_target(node.target, Binding(Kind.UNKNOWN))
+        self.visit(node.target)
+
+    def visit_NamedExpr(self, node: ast.NamedExpr) -> None:
+        self.visit(node.value)
+        self._bind_target(node.target, Binding(value=node.value))
+
+    def _loop(self, node: ast.For | ast.AsyncFor) -> None:
+        self.visit(node.iter)
+        self._bind_target(node.target, Binding(Kind.OTHER))
+        for statement in [*node.body, *node.orelse]:
+            self.visit(statement)
+
+    visit_For = visit_AsyncFor = _loop
+
+    def _with(self, node: ast.With | ast.AsyncWith) -> None:
+        for item in node.items:
+            self.visit(item.context_expr)
+            if item.optional_vars is not None:
+                # `with redis.Redis() as r` and `with r.pipeline() as pipe` yield the object.
+                self._bind_target(
+                    item.optional_vars, Binding(value=item.context_expr), item.context_expr
+                )
+        for statement in node.body:
+            self.visit(statement)
+
+    visit_With = visit_AsyncWith = _with
+
+    def visit_ExceptHandler(self, node: ast.ExceptHandler) -> None:
+        if node.name:
+            self._bind_name(node.name, Binding(Kind.OTHER))
+        self.generic_visit(node)
+
+    def _bind_target(
+        self, target: ast.expr, binding: Binding, value: ast.expr | None = None
+    ) -> None:
+        if isinstance(target, ast.Name):
+            self._bind_name(target.id, binding)
+        elif isinstance(target, ast.Attribute):
+            key = dotted(target)
+            if key is not None:
+                self._bind_attribute(key, binding)
+        elif isinstance(target, ast.Tuple | ast.List):
+            pairs = isinstance(value, ast.Tuple | ast.List) and len(value.elts) == len(target.elts)
+            for position, element in enumerate(target.elts):
+                if pairs and isinstance(value, ast.Tuple | ast.List):
+                    self._bind_target(element, Binding(value=value.elts[position]))
+                elif binding.kind is Kind.OTHER:
+                    self._bind_target(element, binding)
+                else:
+                    self._bind_target(element, Binding(Kind.UNKNOWN))
+        elif isinstance(target, ast.Starred):
+            self._bind_target(target.value, Binding(Kind.OTHER))
+
+    def _bind_name(self, name: str, binding: Binding) -> None:
+        self.bindings.scopes.setdefault(self.chain[0], {}).setdefault(name, []).append(binding)
+
+    def _bind_attribute(self, key: str, binding: Binding) -> None:
+        self.bindings.attributes.setdefault(key, []).append(binding)

@@ -1,0 +1,242 @@
+"""Which expressions of a file are redis clients or pipelines.
+
+Every rule asks this before it reports anything, so a dict's `.keys()` or a list's
+`.get()` is never mistaken for a Redis command. The inference, in order of strength:
+
+1. Evidence in the file. A name or attribute (`self.redis`) assigned from a client
+   constructor (`redis.Redis(...)`, `redis.asyncio.Redis(...)`, `StrictRedis`, `RedisCluster`,
+   `Redis.from_url(...)`, `redis.from_url(...)`, the valkey-py twins), bound by
+   `with redis.Redis() as r`, annotated with a client class (`r: redis.Redis`,
+   `Optional[Redis]`, `"Redis | None"`, a class-level `redis: Redis` for `self.redis`),
+   assigned from another client name, or from a function of the file annotated to return a
+   client, is a client; so is `sentinel.master_for(...)` (or `slave_for`). `x.pipeline()`
+   of a client is a pipeline, and so is a name bound to one. A name bound only to
+   something else (a literal, a loop or comprehension variable, an import, a non-client
+   annotation) is not a client. (Where names are bound: `seawall.lint._bindings`.)
+2. The name, when the file gives no evidence either way: identifiers whose words end in
+   `redis` or `valkey` (`redis`, `self._redis`, `app.state.redis`, `aioredis`) or that pair
+   such a word with `client`, `conn`, `connection`, `db`, `cluster`, `master`, `primary`
+   or `replica` (`redis_client`, `redisConn`) are clients; so are the short names `r`,
+   `rc`, `rds` (and `self.r`) in a file that imports redis or valkey.
+"""
+
+from __future__ import annotations
+
+import ast
+import enum
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from seawall.lint._bindings import PACKAGES, Binding, Bindings, Collector, Kind, dotted
+
+CLIENT_CLASSES = frozenset(
+    {"Redis", "StrictRedis", "RedisCluster", "Valkey", "StrictValkey", "ValkeyCluster"}
+)
+POOL_CLASSES = frozenset({"ConnectionPool", "BlockingConnectionPool"})
+PIPELINE_CLASSES = frozenset({"Pipeline", "ClusterPipeline"})
+
+_SENTINEL_CLIENTS = frozenset({"master_for", "slave_for"})
+_SHORT_NAMES = frozenset({"r", "rc", "rds"})
+_PACKAGE_WORDS = frozenset({"redis", "valkey", "aioredis"})
+_CLIENT_WORDS = frozenset(
+    {"client", "conn", "connection", "db", "cluster", "master", "primary", "replica"}
+)
+_VAGUE_TYPES = frozenset({"Any", "Optional", "object", "None"})
+_WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
+
+
+class Constructor(enum.Enum):
+    CLIENT = "client"
+    POOL = "pool"
+
+
+def name_looks_like_client(identifier: str, *, short_names: bool) -> bool:
+    """The naming heuristic of step 2 in the module docstring."""
+    words = [w.lower() for w in _WORD.findall(identifier)]
+    if not words:
+        return False
+    if short_names and len(words) == 1 and words[0] in _SHORT_NAMES:
+        return True
+    if words[-1] in _PACKAGE_WORDS:
+        return True
+    return any(w in _PACKAGE_WORDS for w in words) and words[-1] in _CLIENT_WORDS
+
+
+@dataclass
+class Inference(Bindings):
+    """Built once per file by `Inference.of(tree)`; `kind(expr)` answers per expression."""
+
+    _memo: dict[ast.expr, Kind] = field(default_factory=dict)
+    _busy: set[ast.expr] = field(default_factory=set)
+
+    @classmethod
+    def of(cls, tree: ast.Module) -> Inference:
+        inference = cls()
+        Collector(inference).visit(tree)
+        return inference
+
+    # -- what an expression names ------------------------------------------------------
+
+    def qualname(self, expr: ast.expr) -> str | None:
+        """The dotted origin of an imported name or attribute: `Redis` after
+        `from redis.asyncio import Redis` -> "redis.asyncio.Redis"."""
+        if isinstance(expr, ast.Name):
+            return self.imports.get(expr.id)
+        if isinstance(expr, ast.Attribute):
+            base = self.qualname(expr.value)
+            return None if base is None else f"{base}.{expr.attr}"
+        return None
+
+    def constructor(self, call: ast.Call) -> Constructor | None:
+        """Whether `call` builds a redis client or connection pool, and which."""
+        name = self.qualname(call.func)
+        if name is None:
+            return None
+        parts = name.split(".")
+        if parts[0] not in PACKAGES or len(parts) < 2:
+            return None
+        last, before = parts[-1], parts[-2]
+        if last in CLIENT_CLASSES:
+            return Constructor.CLIENT
+        if last in POOL_CLASSES or (last == "from_url" and before in POOL_CLASSES):
+            return Constructor.POOL
+        if last == "from_url" and (
+            before in CLIENT_CLASSES or before in PACKAGES or before == "asyncio"
+        ):
+            return Constructor.CLIENT
+        if last == "from_pool" and before in CLIENT_CLASSES:
+            return Constructor.CLIENT
+        return None
+
+    def annotation_kind(self, annotation: ast.expr) -> Kind:
+        if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
+            try:
+                annotation = ast.parse(annotation.value, mode="eval").body
+            except SyntaxError:
+                return Kind.UNKNOWN
+        named = [
+            self.qualname(n) or (n.id if isinstance(n, ast.Name) else n.attr)
+            for n in ast.walk(annotation)
+            if isinstance(n, ast.Name | ast.Attribute)
+        ]
+        for qualified in named:
+            parts = qualified.split(".")
+            if parts[0] in PACKAGES and parts[-1] in CLIENT_CLASSES:
+                return Kind.CLIENT
+            if parts[0] in PACKAGES and parts[-1] in PIPELINE_CLASSES:
+                return Kind.PIPELINE
+        # `Any` and `Optional[...]` alone say nothing; any other type says "not a client".
+        if all(q.split(".")[-1] in _VAGUE_TYPES for q in named):
+            return Kind.UNKNOWN
+        return Kind.OTHER
+
+    # -- client or not ------------------------------------------------------------------
+
+    def kind(self, expr: ast.expr) -> Kind:
+        """CLIENT, PIPELINE, or OTHER (UNKNOWN is resolved by the naming heuristic)."""
+        if expr in self._memo:
+            return self._memo[expr]
+        if expr in self._busy:  # r = r or make(): a cycle proves nothing
+            return Kind.UNKNOWN
+        self._busy.add(expr)
+        try:
+            found = self._kind(expr)
+        finally:
+            self._busy.discard(expr)
+        self._memo[expr] = found
+        return found
+
+    def is_redis(self, expr: ast.expr) -> bool:
+        return self.kind(expr) in (Kind.CLIENT, Kind.PIPELINE)
+
+    def _kind(self, expr: ast.expr) -> Kind:
+        if isinstance(expr, ast.Await):
+            return self.kind(expr.value)
+        if isinstance(expr, ast.NamedExpr):
+            return self.kind(expr.value)
+        if isinstance(expr, ast.IfExp | ast.BoolOp):
+            # `pipeline if pipeline is not None else self.connection`, `pipe or r`: code
+            # that queues on a pipeline when given one; judged as the pipeline, so a loop
+            # over it is not reported.
+            options = [expr.body, expr.orelse] if isinstance(expr, ast.IfExp) else expr.values
+            kinds = [self.kind(e) for e in options]
+            return Kind.PIPELINE if Kind.PIPELINE in kinds else _merge(kinds)
+        if isinstance(expr, ast.Call):
+            return self._call_kind(expr)
+        if isinstance(expr, ast.Name):
+            return self._name_kind(expr)
+        if isinstance(expr, ast.Attribute):
+            return self._attribute_kind(expr)
+        if isinstance(expr, ast.Subscript):
+            return Kind.OTHER  # rows[0]: an element of a collection, not judged by name
+        return Kind.OTHER  # literals, arithmetic, comprehensions, f-strings...
+
+    def _call_kind(self, call: ast.Call) -> Kind:
+        built = self.constructor(call)
+        if built is Constructor.CLIENT:
+            return Kind.CLIENT
+        if built is Constructor.POOL:
+            return Kind.OTHER
+        func = call.func
+        if isinstance(func, ast.Attribute):
+            receiver = self.kind(func.value)
+            if func.attr == "pipeline" and receiver is Kind.CLIENT:
+                return Kind.PIPELINE
+            if func.attr in _SENTINEL_CLIENTS:
+                return Kind.CLIENT  # Sentinel(...).master_for("name") is a client
+            if receiver is Kind.PIPELINE and func.attr not in ("execute", "reset"):
+                return Kind.PIPELINE  # pipeline commands return the pipeline: chains
+            return Kind.UNKNOWN
+        if isinstance(func, ast.Name) and func.id in self.returns:
+            return _merge([self.annotation_kind(a) for a in self.returns[func.id]])
+        return Kind.UNKNOWN
+
+    def _name_kind(self, name: ast.Name) -> Kind:
+        for scope in self.chains.get(name, ()):
+            bindings = self.scopes.get(scope, {}).get(name.id)
+            if bindings:
+                found = self._bindings_kind(bindings)
+                break
+        else:
+            found = Kind.UNKNOWN
+        if found is Kind.UNKNOWN:
+            return self._by_name(name.id)
+        return found
+
+    def _attribute_kind(self, attribute: ast.Attribute) -> Kind:
+        qualified = self.qualname(attribute)
+        if qualified is not None and qualified.split(".")[0] in PACKAGES:
+            return Kind.OTHER  # redis.asyncio, redis.Redis: a module or class, not a client
+        key = dotted(attribute)
+        found = Kind.UNKNOWN
+        if key is not None and key in self.attributes:
+            found = self._bindings_kind(self.attributes[key])
+        if found is Kind.UNKNOWN:
+            return self._by_name(attribute.attr)
+        return found
+
+    def _bindings_kind(self, bindings: Iterable[Binding]) -> Kind:
+        kinds = []
+        for binding in bindings:
+            if binding.annotation is not None:
+                kinds.append(self.annotation_kind(binding.annotation))
+            if binding.value is not None:
+                kinds.append(self.kind(binding.value))
+            if binding.annotation is None and binding.value is None:
+                kinds.append(binding.kind)
+        return _merge(kinds)
+
+    def _by_name(self, identifier: str) -> Kind:
+        if name_looks_like_client(identifier, short_names=self.imports_redis):
+            return Kind.CLIENT
+        return Kind.OTHER
+
+
+def _merge(kinds: Iterable[Kind]) -> Kind:
+    """Any client evidence wins (then pipeline); else any contrary evidence; else unknown."""
+    seen = set(kinds)
+    for kind in (Kind.CLIENT, Kind.PIPELINE, Kind.OTHER):
+        if kind in seen:
+            return kind
+    return Kind.UNKNOWN

@@ -1,0 +1,28 @@
+"""The rules of `seawall lint`, one module each (ruff's model): a code, a message that says
+what to do instead, and a docstring with the rationale and the guideline it comes from."""
+
+from __future__ import annotations
+
+from seawall.lint._model import Rule
+from seawall.lint.rules import (
+    del_release,
+    flush,
+    getset_lock,
+    keys,
+    loop_commands,
+    setnx_expire,
+    socket_timeout,
+    unbounded_read,
+)
+
+RULES: tuple[Rule, ...] = (
+    keys.check,
+    flush.check,
+    setnx_expire.check,
+    getset_lock.check,
+    del_release.check,
+    loop_commands.check,
+    unbounded_read.check,
+    socket_timeout.check,
+)
+BY_CODE: dict[str, Rule] = {r.code: r for r in RULES}

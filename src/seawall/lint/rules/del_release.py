@@ -1,0 +1,83 @@
+"""SW005: a lock released with a plain DEL."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from seawall.lint._context import FileContext, RedisCall, same_expression
+from seawall.lint._model import rule
+
+_RELEASES = ("delete", "unlink")
+
+
+def _compared_get(ctx: FileContext, release: RedisCall) -> bool:
+    """Whether the release sits under an `if` that tests a GET of the same key, directly
+    (`if r.get(k) == token:`) or through a name assigned from it in the same function."""
+    scope = ctx.scope_of(release.node)
+    gets = [
+        g
+        for g in ctx.commands("get")
+        if same_expression(g.key, release.key) and ctx.scope_of(g.node) is scope
+    ]
+    if not gets:
+        return False
+    read_into = set()
+    for get in gets:
+        parent = ctx.parents.get(get.node)
+        while isinstance(parent, ast.Await):
+            parent = ctx.parents.get(parent)
+        if isinstance(parent, ast.Assign | ast.NamedExpr | ast.AnnAssign):
+            targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+            read_into |= {t.id for t in targets if isinstance(t, ast.Name)}
+    get_nodes = {g.node for g in gets}
+    child: ast.AST = release.node
+    for ancestor in ctx.ancestors(release.node):
+        if ancestor is scope:
+            break
+        if isinstance(ancestor, ast.If | ast.While) and child is not ancestor.test:
+            for node in ast.walk(ancestor.test):
+                if node in get_nodes or (isinstance(node, ast.Name) and node.id in read_into):
+                    return True
+        child = ancestor
+    return False
+
+
+@rule("SW005", "del-release")
+def check(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
+    """A lock released with a plain DEL removes whatever is in the key: if the holder ran
+    past its TTL, the lock expired and another client took it, this DEL releases the other
+    client's lock and a third one walks in (seed 003 deletes the key to break an expired
+    lock, seed 000 releases with DEL). Checking first with GET and then deleting does not
+    help: the lock can change hands between the two commands.
+
+    Fix: store a random token when taking the lock and release with one Lua script that
+    deletes only if the key still holds that token (redis-py's Lock, `seawall.Lock`).
+    Reported at a DEL (or UNLINK: the same race) of a key the file sets with SETNX or
+    `set(..., nx=True)`, and at a DEL under an `if` that compares a GET of the same key.
+    UNLINK of any other key is fine and never reported.
+    """
+    locks = [
+        c for c in ctx.calls if c.command == "setnx" or (c.command == "set" and c.has_keyword("nx"))
+    ]
+    for call in ctx.commands(*_RELEASES):
+        if len(call.args) > 1:
+            continue  # deleting many keys at once is cleanup, not a release
+        if _compared_get(ctx, call):
+            yield (
+                call.node,
+                (
+                    "GET, compare, then DEL is not atomic: the lock can expire and pass to another "
+                    "client in between and this DEL removes theirs; compare the token and delete "
+                    "in one Lua script (or use seawall.Lock)"
+                ),
+            )
+        elif any(ctx.same_key(lock, call) for lock in locks):
+            yield (
+                call.node,
+                (
+                    f"lock key released with a plain {call.name}: if the lock expired "
+                    "and another client took it, this removes their lock; delete only if the key "
+                    "still holds your token, in one Lua script (or use seawall.Lock)"
+                ),
+            )

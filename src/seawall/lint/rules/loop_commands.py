@@ -1,0 +1,139 @@
+"""SW006: one command per loop iteration where MGET or a pipeline fits."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from seawall.lint._bindings import Kind
+from seawall.lint._context import FileContext, RedisCall
+from seawall.lint._model import rule
+
+# Commands that touch one key and answer at once: n of them cost n round trips, and a
+# pipeline (or the command's own multi-key form) sends them in one. UNLINK is left out:
+# it is the non-blocking delete this linter recommends elsewhere.
+_STRINGS = ("get", "set", "getex", "getdel", "setex", "psetex", "setnx", "append", "strlen")
+_COUNTERS = ("incr", "incrby", "incrbyfloat", "decr", "decrby")
+_KEYSPACE = ("exists", "delete", "expire", "pexpire", "expireat", "ttl", "pttl", "persist", "type")
+_HASHES = ("hget", "hset", "hsetnx", "hmget", "hmset", "hgetall", "hdel", "hexists", "hincrby")
+_HASHES_MORE = ("hincrbyfloat", "hlen", "hkeys", "hvals")
+_SETS = ("sadd", "srem", "sismember", "smismember", "scard", "smembers")
+_ZSETS = ("zadd", "zrem", "zscore", "zincrby", "zrank", "zrevrank", "zcard", "zrange")
+_LISTS = ("lpush", "rpush", "lpop", "rpop", "llen", "lrange", "lindex", "lset")
+_OTHERS = ("pfadd", "xadd", "getbit", "setbit")
+PER_KEY_COMMANDS = frozenset(
+    _STRINGS + _COUNTERS + _KEYSPACE + _HASHES + _HASHES_MORE + _SETS + _ZSETS + _LISTS + _OTHERS
+)
+# The command's own multi-key form, for a key that changes with each pass...
+_MULTI_KEY = {"get": "MGET", "set": "MSET", "exists": "EXISTS", "delete": "UNLINK"}
+# ...or its multi-member form, for one key and a member that changes.
+_MULTI_MEMBER = {
+    "hget": "HMGET",
+    "hset": "HSET with mapping=",
+    "hdel": "HDEL",
+    "sadd": "SADD",
+    "srem": "SREM",
+    "sismember": "SMISMEMBER",
+    "zadd": "ZADD with a mapping",
+    "zrem": "ZREM",
+    "lpush": "LPUSH",
+    "rpush": "RPUSH",
+}
+
+
+def _bound_names(target: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(target) if isinstance(n, ast.Name)}
+
+
+def _assigned_in(body: list[ast.stmt]) -> set[str]:
+    names: set[str] = set()
+    for statement in body:
+        for node in ast.walk(statement):
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names.add(node.id)
+    return names
+
+
+def _derived(body: list[ast.stmt], names: set[str]) -> set[str]:
+    """`names` plus the names the body computes from them (`key = f"user:{uid}"`), so a
+    value read back from Redis (`value = r.get(k)`) does not make a loop look per-item."""
+    found = set(names)
+    assignments = [
+        n for s in body for n in ast.walk(s) if isinstance(n, ast.Assign | ast.AnnAssign)
+    ]
+    for _ in range(3):  # a chain of three assignments is plenty
+        for assignment in assignments:
+            if assignment.value is None or not _uses([assignment.value], found):
+                continue
+            targets = (
+                assignment.targets if isinstance(assignment, ast.Assign) else [assignment.target]
+            )
+            found |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return found
+
+
+def _varying(loop: ast.AST) -> set[str]:
+    """Names that take a new value on each pass of `loop`."""
+    if isinstance(loop, ast.For | ast.AsyncFor):
+        return _derived(loop.body, _bound_names(loop.target))
+    if isinstance(loop, ast.While):
+        return _assigned_in(loop.body)
+    if isinstance(loop, ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp):
+        return set().union(*(_bound_names(g.target) for g in loop.generators))
+    return set()
+
+
+def _uses(expressions: list[ast.expr], names: set[str]) -> bool:
+    return any(isinstance(n, ast.Name) and n.id in names for e in expressions for n in ast.walk(e))
+
+
+def _per_item(call: RedisCall, loop: ast.AST, varying: set[str]) -> bool:
+    """A while loop repeats a command on a changing key (`i += 1`); a retry loop polling
+    the same key is not batching. A for loop or comprehension sends one command per item
+    when any argument depends on the item."""
+    if isinstance(loop, ast.While):
+        return call.key is not None and _uses([call.key], varying)
+    arguments = [*call.args, *(k.value for k in call.node.keywords)]
+    return _uses(arguments, varying)
+
+
+def _message(call: RedisCall, loop: ast.AST) -> str:
+    key_changes = call.key is not None and _uses([call.key], _varying(loop))
+    if key_changes:
+        batched = _MULTI_KEY.get(call.command)
+        form = f"one {batched} of all the keys" if batched else None
+    else:
+        batched = _MULTI_MEMBER.get(call.command)
+        form = f"one {batched} of all the members" if batched else None
+    fix = f"send {form}, or queue the commands" if form else "queue the commands"
+    return (
+        f"{call.name} sent once per loop iteration, one round trip each; {fix} on a "
+        "pipeline(transaction=False) and execute() once"
+    )
+
+
+@rule("SW006", "command-per-iteration")
+def check(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
+    """Each command sent on its own waits a full network round trip (0.1-1 ms on a LAN,
+    far more across zones), and the server pays a read and a write system call for it.
+    A loop that sends one GET per id spends nearly all its time waiting: a pipeline or
+    one MGET of 100 keys costs about as much as a single GET. Alibaba's Redis guidelines
+    (seed 002) recommend batching with MGET/MSET or pipelines, in batches of a few hundred.
+
+    Fix: `r.mget(keys)`, `r.mset(mapping)`, or queue the commands on
+    `with r.pipeline(transaction=False) as pipe:` and `pipe.execute()` once (batch big
+    inputs). Reported at a per-key command on a client (not a pipeline) inside a for
+    loop, an async for loop or a comprehension when an argument depends on the loop
+    variable (directly or through names the body computes from it), or inside a while
+    loop when the key is reassigned in the loop body. SETNX and `set(..., nx=True)` are
+    never reported: a lock is taken on its own, and retried.
+    """
+    for call in ctx.calls:
+        if call.receiver is not Kind.CLIENT or call.command not in PER_KEY_COMMANDS:
+            continue
+        if call.command == "setnx" or call.has_keyword("nx"):
+            continue  # taking a lock in a loop is a retry, and a lock is taken alone
+        for loop in ctx.enclosing_loops(call.node):
+            if _per_item(call, loop, _varying(loop)):
+                yield call.node, _message(call, loop)
+                break

@@ -1,0 +1,72 @@
+"""SW007: whole-collection reads of keys the code never bounds."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+
+from seawall.lint._context import FileContext, RedisCall
+from seawall.lint._model import rule
+
+WHOLE_READS = {
+    "hgetall": "hscan_iter(key), or hmget() of the fields you need",
+    "hkeys": "hscan_iter(key)",
+    "hvals": "hscan_iter(key)",
+    "smembers": "sscan_iter(key)",
+    "lrange": "lrange in pages (start, start + 99), or keep the list short with ltrim",
+    "zrange": "zrange in pages, or zscan_iter(key)",
+    "zrevrange": "zrevrange in pages, or zscan_iter(key)",
+}
+# Commands that show the code keeps an eye on a key's size (or keeps it small).
+BOUNDING = (
+    "hlen",
+    "scard",
+    "llen",
+    "zcard",
+    "ltrim",
+    "zremrangebyrank",
+    "zremrangebyscore",
+    "xtrim",
+)
+
+
+def _minus_one(expr: ast.expr | None) -> bool:
+    if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.USub):
+        return isinstance(expr.operand, ast.Constant) and expr.operand.value == 1
+    return isinstance(expr, ast.Constant) and expr.value in (-1, "-1")
+
+
+def _reads_everything(call: RedisCall) -> bool:
+    if call.command in ("lrange", "zrange", "zrevrange"):
+        stop = call.args[2] if len(call.args) > 2 else call.keyword("end")
+        return _minus_one(stop)
+    return call.command in WHOLE_READS
+
+
+@rule("SW007", "unbounded-read")
+def check(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
+    """HGETALL, HKEYS, HVALS, SMEMBERS and LRANGE/ZRANGE to -1 return the whole collection
+    in one reply. Collections grow: at 100,000 elements one call blocks the server for
+    tens of milliseconds, builds a reply of megabytes and allocates all of it in the
+    client. Alibaba's Redis guidelines (seed 002) list these O(N) commands and ask for a
+    known N, or HSCAN/SSCAN/ZSCAN instead.
+
+    Fix: iterate with hscan_iter/sscan_iter/zscan_iter, read in pages, fetch only the
+    fields you need, or keep the collection bounded (LTRIM, ZREMRANGEBYRANK). Not reported
+    when the file checks the same key's size (HLEN, SCARD, LLEN, ZCARD) or trims it.
+    """
+    bounded = [c for c in ctx.commands(*BOUNDING)]
+    for call in ctx.calls:
+        if not _reads_everything(call):
+            continue
+        if any(ctx.same_key(b, call) for b in bounded):
+            continue
+        whole = "to -1" if call.command in ("lrange", "zrange", "zrevrange") else ""
+        yield (
+            call.node,
+            (
+                f"{call.name}{' ' + whole if whole else ''} reads the whole collection "
+                f"in one reply and blocks the server when it grows; use "
+                f"{WHOLE_READS[call.command]}"
+            ),
+        )
