@@ -133,14 +133,14 @@ def test_expired_owner_cannot_release_or_extend_new_holder(target: Target, world
 # Leases of a fraction of a second, renewed at a third of that: a latency bound, measured
 # alone after the parallel part (`scripts/dev.py test`), as the other serial tests are.
 @pytest.mark.serial
-def test_renewal_keeps_a_short_lock_and_cycles_leave_nothing(target: Target, world: str) -> None:
+def test_renewal_keeps_a_short_lock(target: Target, world: str) -> None:
     if world == "sync":
         r = target.sync()
         other = seawall.Lock(target.sync(), "renewed", ttl=1.0)
         lock = seawall.Lock(r, "renewed", ttl=1.0)
         assert lock.acquire()
         stolen = 0
-        until = time.monotonic() + 5.0
+        until = time.monotonic() + 3.5  # three and a half leases
         while time.monotonic() < until:
             if other.acquire(blocking=False):
                 stolen += 1
@@ -150,10 +150,6 @@ def test_renewal_keeps_a_short_lock_and_cycles_leave_nothing(target: Target, wor
         assert lock.owned()
         lock.release()
         assert r.exists(lock.key) == 0
-        for _ in range(10_000):
-            lock.acquire()
-            lock.release()
-        assert target.lock_keys() == []
         assert get_renewer().active() == 0
         return
 
@@ -164,7 +160,7 @@ def test_renewal_keeps_a_short_lock_and_cycles_leave_nothing(target: Target, wor
         lock = seawall.aio.Lock(r, "renewed", ttl=1.0)
         assert await lock.acquire()
         stolen = 0
-        until = time.monotonic() + 5.0
+        until = time.monotonic() + 3.5
         while time.monotonic() < until:
             if await other.acquire(blocking=False):
                 stolen += 1
@@ -174,14 +170,33 @@ def test_renewal_keeps_a_short_lock_and_cycles_leave_nothing(target: Target, wor
         assert await lock.owned()
         await lock.release()
         assert await r.exists(lock.key) == 0
-        for _ in range(10_000):
-            await lock.acquire()
-            await lock.release()
         assert get_async_renewer().active() == 0
         await r.aclose()
         await r2.aclose()
 
     run(body())
+
+
+def test_acquire_release_cycles_leave_nothing(target: Target, world: str) -> None:
+    # A leak per cycle (a key, a renewal, a hold) shows after a few thousand.
+    if world == "sync":
+        lock = seawall.Lock(target.sync(), "cycled", ttl=1.0)
+        for _ in range(3_000):
+            lock.acquire()
+            lock.release()
+        assert get_renewer().active() == 0
+    else:
+
+        async def body() -> None:
+            r = target.aio()
+            lock = seawall.aio.Lock(r, "cycled", ttl=1.0)
+            for _ in range(3_000):
+                await lock.acquire()
+                await lock.release()
+            assert get_async_renewer().active() == 0
+            await r.aclose()
+
+        run(body())
     assert target.lock_keys() == []
 
 
