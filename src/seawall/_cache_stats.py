@@ -5,6 +5,9 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, fields
 
+from seawall.metrics._families import CACHE_LOAD_SECONDS, CACHE_STAT_METRICS
+from seawall.metrics._sink import SINK
+
 
 @dataclass(frozen=True, slots=True)
 class CacheStats:
@@ -23,18 +26,42 @@ class CacheStats:
     absent_hits: int = 0  # "not found" answers served from the cache (either level)
     bloom_rejects: int = 0  # misses the Bloom filter answered "absent" without the loader
 
+    @property
+    def requests(self) -> int:
+        """Reads answered: each counts once as a hit of some kind, a miss or a wait."""
+        return self.hits + self.misses + self.waits
+
+    @property
+    def hits(self) -> int:
+        """Reads answered from the cache: L1, L2, a stale value or a cached "not found"."""
+        return self.l1_hits + self.l2_hits + self.stale_served + self.absent_hits
+
+    @property
+    def hit_rate(self) -> float:
+        """hits / requests (0.0 before the first read): the share the loader never saw."""
+        requests = self.requests
+        return self.hits / requests if requests else 0.0
+
 
 NAMES = tuple(f.name for f in fields(CacheStats))
 
 
 class Counters:
-    def __init__(self) -> None:
+    def __init__(self, namespace: str = "") -> None:
         self._mutex = threading.Lock()
         self._counts = dict.fromkeys(NAMES, 0)
+        self._namespace = (namespace,)
 
     def add(self, name: str, amount: int = 1) -> None:
         with self._mutex:
             self._counts[name] += amount
+        if SINK.enabled:
+            family, labels = CACHE_STAT_METRICS[name]
+            SINK.count(family.name, self._namespace + labels, amount)
+
+    def load_took(self, seconds: float) -> None:
+        """A loader call's duration, for the exported histogram."""
+        SINK.observe(CACHE_LOAD_SECONDS.name, self._namespace, seconds)
 
     def snapshot(self) -> CacheStats:
         with self._mutex:

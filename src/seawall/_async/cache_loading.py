@@ -349,6 +349,7 @@ class AsyncCacheCore(AsyncCacheBase):
             raise
         self._counters.add("loads")
         took = _concurrency.monotonic() - started
+        self._counters.load_took(took)
         try:
             await self._store(keys, key, token, value, payload, took, ttl, epoch)
         except REDIS_DOWN:

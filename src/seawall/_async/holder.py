@@ -25,6 +25,7 @@ from typing import Any, Self
 from redis.exceptions import RedisError
 
 from seawall import _concurrency, _lease, _scripts
+from seawall._async import lock_metrics
 from seawall._async.renewer import get_renewer
 from seawall._async.replication import run_script_replicated
 from seawall._async.scripts import run_script
@@ -62,6 +63,13 @@ class AsyncHolder:
     name: str
     _table: HoldTable
     _on_lost: Callable[[Any], Any] | None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # Each class's own acquire is counted and timed for seawall.metrics.
+        acquire = cls.__dict__.get("acquire")
+        if acquire is not None and not getattr(acquire, "__seawall_measured__", False):
+            cls.acquire = lock_metrics.measured(acquire, lock_metrics.metric_kind(cls))  # type: ignore[method-assign]
 
     async def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
         raise NotImplementedError
@@ -124,6 +132,7 @@ class AsyncHolder:
         if hold.lost or hold.released:
             return
         hold.lost = True
+        lock_metrics.lease_lost(type(self))
         _concurrency.log.warning("seawall: %s", self._lost_warning(hold))
         if notify and self._on_lost is not None:
             async_fire(self._on_lost, self)

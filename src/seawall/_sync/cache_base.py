@@ -25,6 +25,7 @@ from seawall._freshness import hit_lead, jittered
 from seawall._l1 import L1, MISSING
 from seawall._validate import Client
 from seawall.errors import CacheWaitTimeout
+from seawall.metrics._sink import SINK as metrics_sink
 
 _FETCH = _scripts.load("cache_fetch")
 _STORE = _scripts.load("cache_store")
@@ -90,7 +91,8 @@ class CacheBase:
         self.xfetch_beta = xfetch_beta
         self._serializer = serializer
         self.l1 = l1
-        self._counters = Counters()
+        self._counters = Counters(namespace)
+        metrics_sink.caches.add(self)  # its breaker's state is exported while it lives
         self._mutex = threading.Lock()
         self.bloom = bloom
         self.breaker = breaker

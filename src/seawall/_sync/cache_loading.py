@@ -350,6 +350,7 @@ class CacheCore(CacheBase):
             raise
         self._counters.add("loads")
         took = _concurrency.monotonic() - started
+        self._counters.load_took(took)
         try:
             self._store(keys, key, token, value, payload, took, ttl, epoch)
         except REDIS_DOWN:

@@ -26,6 +26,7 @@ from typing import Any, Self
 from redis.exceptions import RedisError
 
 from seawall import _concurrency, _lease, _scripts
+from seawall._sync import lock_metrics
 from seawall._sync.renewer import get_renewer
 from seawall._sync.replication import run_script_replicated
 from seawall._sync.scripts import run_script
@@ -63,6 +64,13 @@ class Holder:
     name: str
     _table: HoldTable
     _on_lost: Callable[[Any], Any] | None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # Each class's own acquire is counted and timed for seawall.metrics.
+        acquire = cls.__dict__.get("acquire")
+        if acquire is not None and not getattr(acquire, "__seawall_measured__", False):
+            cls.acquire = lock_metrics.measured(acquire, lock_metrics.metric_kind(cls))  # type: ignore[method-assign]
 
     def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
         raise NotImplementedError
@@ -125,6 +133,7 @@ class Holder:
         if hold.lost or hold.released:
             return
         hold.lost = True
+        lock_metrics.lease_lost(type(self))
         _concurrency.log.warning("seawall: %s", self._lost_warning(hold))
         if notify and self._on_lost is not None:
             fire(self._on_lost, self)

@@ -53,6 +53,8 @@ from seawall._sql import (
 )
 from seawall._validate import check_client, check_name, check_seconds, check_timeout
 from seawall.errors import DrainTimeout
+from seawall.metrics._families import ORDER_SINK_LAG, ORDER_SINK_SAVED
+from seawall.metrics._sink import SINK as metrics_sink
 
 _ACK = _scripts.load("sink_ack")
 _BOOKS = _scripts.load("stock_books")
@@ -400,6 +402,12 @@ class OrderSink:
         except BaseException:
             self._own_pending = True
             raise
+        if metrics_sink.enabled and ids:
+            labels = (self.stock_name,)
+            metrics_sink.count(ORDER_SINK_SAVED.name, labels, len(ids))
+            # A log entry's id starts with the server's clock (ms) when it was added.
+            newest_ms = int(ids[-1].split("-", 1)[0])
+            metrics_sink.gauge(ORDER_SINK_LAG.name, labels, max(time.time() - newest_ms / 1000, 0))
         return len(ids)
 
     def _apply_or_set_aside(self, changes: list[tuple[str | None, OrderChange]]) -> None:

@@ -9,6 +9,8 @@ from seawall import _scripts, _stock
 from seawall._sync.scripts import run_script
 from seawall._keys import StockKeys, stock_keys
 from seawall._validate import check_client, check_name
+from seawall.metrics._families import STOCK_TAKES
+from seawall.metrics._sink import SINK as metrics_sink
 
 _TAKE = _scripts.load("stock_take")
 _CANCEL = _scripts.load("stock_cancel")
@@ -62,7 +64,9 @@ class Stock:
         order = _stock.check_order_id(order_id, self.name)
         qty = _stock.check_qty(qty, self.name)
         reply = run_script(self._client, _TAKE, self._take_keys, (order, qty))
-        return _stock.take_outcome(reply, self.name, order, qty)
+        taken = _stock.take_outcome(reply, self.name, order, qty)
+        metrics_sink.count(STOCK_TAKES.name, (self.name, "taken" if taken else "refused"))
+        return taken
 
     def cancel(self, order_id: str | int) -> bool:
         """Give back exactly what `order_id` took: True once; False for an unknown order or
