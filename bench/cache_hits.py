@@ -136,9 +136,10 @@ def contenders(url: str, runner: asyncio.Runner, name: str) -> dict[str, Callabl
         cachetools_read(key)
 
     l1 = seawall.Cache(client, f"{name}:l1", ttl=3000)  # L1 entries live min(5 s, ttl/10)
-    l2 = seawall.Cache(client, f"{name}:l2", ttl=3000, l1_size=0)
+    # hot_keys=0: no key is held in memory either (hot keys would be, with L1 off).
+    l2 = seawall.Cache(client, f"{name}:l2", ttl=3000, l1_size=0, hot_keys=0)
     al1 = seawall.aio.Cache(aclient, f"{name}:al1", ttl=3000)
-    al2 = seawall.aio.Cache(aclient, f"{name}:al2", ttl=3000, l1_size=0)
+    al2 = seawall.aio.Cache(aclient, f"{name}:al2", ttl=3000, l1_size=0, hot_keys=0)
     for key in keys:
         for cache in (l1, l2):
             cache.get_or_load(key, lambda: dict(VALUE))

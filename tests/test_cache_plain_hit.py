@@ -21,7 +21,7 @@ def calls(r: Any) -> dict[str, int]:
 
 def test_fresh_hits_send_no_script(standalone: Target, world: str) -> None:
     r = standalone.sync()
-    cache = seawall.Cache(r, "plain", l1_size=0)
+    cache = seawall.Cache(r, "plain", l1_size=0, hot_keys=0)  # every read reaches Redis
     cache.set("k", {"n": 1})
     cache.set("gone", None)  # an absent entry is a plain hit too
     r.config_resetstat()
@@ -34,7 +34,7 @@ def test_fresh_hits_send_no_script(standalone: Target, world: str) -> None:
         async def main() -> tuple[list[Any], Any]:
             client = standalone.aio()
             try:
-                acache = seawall.aio.Cache(client, "plain", l1_size=0)
+                acache = seawall.aio.Cache(client, "plain", l1_size=0, hot_keys=0)
                 found = [await acache.get_or_load("k", _never) for _ in range(20)]
                 found += [await acache.get_or_load("gone", _never), await acache.get("k")]
                 return found, acache.stats()

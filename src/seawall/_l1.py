@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any
 
 from seawall import _concurrency
@@ -118,3 +119,26 @@ class L1:
             for key, (deadline, value) in self._entries.items():
                 if deadline > now:
                     self._entries[key] = (now, value)
+
+
+class HotL1(L1):
+    """An L1 that keeps only hot keys: for a Cache whose L1 is off (`l1_size=0`).
+
+    The JD/Youzan hot-key design without extra servers: every process finds its hottest
+    keys itself (`HotKeys`) and serves them from memory, while the usual invalidation
+    broadcast keeps them correct; every other key is read from Redis as before.
+    """
+
+    def __init__(self, max_entries: int, ttl: float, is_hot: Callable[[str], bool]) -> None:
+        super().__init__(max_entries, ttl)
+        self._is_hot = is_hot
+
+    def put(self, key: str, value: Any, ttl: float | None = None, epoch: int | None = None) -> None:
+        if self._is_hot(key):
+            super().put(key, value, ttl, epoch)
+
+    def replace(self, entries: list[tuple[str, Any, float]], epoch: int | None) -> None:
+        # Not-hot keys are still dropped (and the epoch moves on): only hot ones are held.
+        hot = [entry for entry in entries if self._is_hot(entry[0])]
+        cold = [(key, None, 0.0) for key, _, _ in entries if not self._is_hot(key)]
+        super().replace(hot + cold, epoch)

@@ -26,7 +26,8 @@ from seawall._cache_codec import (
 from seawall._cache_stats import CacheStats
 from seawall._concurrency import call_loader
 from seawall._freshness import DEFAULT_JITTER
-from seawall._l1 import L1, MISSING
+from seawall._hotkeys import HotKeys
+from seawall._l1 import L1, MISSING, HotL1
 from seawall._validate import (
     check_client,
     check_name,
@@ -40,6 +41,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 # warm() sends this many writes per pipeline round trip.
 WARM_BATCH = 1000
+
+
+# One read in this many is counted by the hot-key sketch: a few percent of an L1 hit.
+HOT_SAMPLE_EVERY = 16
 
 
 class Cache(CacheCore):
@@ -74,9 +79,26 @@ class Cache(CacheCore):
         bloom: Any = None,
         breaker: CircuitBreaker | None = None,
         loader_limit: RateLimiter | None = None,
+        hot_keys: int = 256,
     ) -> None:
         checked = check_client(client, "Cache")
         name = check_name(namespace, "Cache")
+        if breaker is not None and not isinstance(breaker, CircuitBreaker):
+            raise TypeError(
+                f"breaker of cache {name!r} must be a seawall.CircuitBreaker (e.g. "
+                f"breaker=seawall.CircuitBreaker()) or None, got {breaker!r}"
+            )
+        if loader_limit is not None and not isinstance(loader_limit, RateLimiter):
+            raise TypeError(
+                f"loader_limit of cache {name!r} must be a seawall.RateLimiter (e.g. "
+                f"loader_limit=seawall.RateLimiter(100)) or None, got {loader_limit!r}"
+            )
+        if isinstance(hot_keys, bool) or not isinstance(hot_keys, int) or hot_keys < 0:
+            raise ValueError(
+                f"hot_keys of cache {name!r} must be an int >= 0 (how many keys the hot-key "
+                f"sketch tracks; 0 turns it off), got {hot_keys!r}"
+            )
+        hot = HotKeys(hot_keys, sample_every=HOT_SAMPLE_EVERY) if hot_keys else None
         ttl = check_seconds(ttl, f"ttl of cache {name!r}")
         if stale_ttl is None:
             stale_ttl = ttl
@@ -113,10 +135,15 @@ class Cache(CacheCore):
             wait_timeout=2 * lease if waits is None else waits,
             xfetch_beta=xfetch_beta,
             serializer=codec,
-            l1=L1(l1_size, l1_lifetime),
+            l1=(
+                HotL1(hot_keys, l1_lifetime, hot.is_hot)
+                if hot is not None and l1_size == 0
+                else L1(l1_size, l1_lifetime)
+            ),
             bloom=bloom,
             breaker=breaker,
             loader_limit=loader_limit,
+            hot=hot,
         )
 
     def __repr__(self) -> str:
@@ -141,6 +168,11 @@ class Cache(CacheCore):
         entry_ttl = self._ttl(ttl)
         if not callable(loader):
             raise TypeError(f"cache {self.namespace!r}: loader must be callable, got {loader!r}")
+        hot = self._hot
+        if hot is not None:
+            hot.skip -= 1  # HotKeys.offer, inlined: most reads are not sampled
+            if hot.skip <= 0 and hot.sample(text):
+                self._publish_hot_keys()
         found = self.l1.get(text)
         if found is not MISSING:
             self._counters.add("l1_hits" if found is not None else "absent_hits")
@@ -173,6 +205,11 @@ class Cache(CacheCore):
     def get(self, key: Any, default: Any = None) -> Any:
         """The cached value of `key` (a stale one too), or `default`; never loads."""
         text = self._key(key)
+        hot = self._hot
+        if hot is not None:
+            hot.skip -= 1  # HotKeys.offer, inlined: most reads are not sampled
+            if hot.skip <= 0 and hot.sample(text):
+                self._publish_hot_keys()
         found = self.l1.get(text)
         if found is not MISSING:
             self._counters.add("l1_hits" if found is not None else "absent_hits")

@@ -4,6 +4,7 @@ the Redis calls, counted by the optional circuit breaker."""
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 import uuid
@@ -20,8 +21,16 @@ from seawall._sync.scripts import run_script
 from seawall._breaker import CircuitBreaker, RateLimiter
 from seawall._cache_codec import ABSENT_PAYLOAD, Serializer, cache_keys
 from seawall._cache_stats import Counters
-from seawall._concurrency import Slots, ScopedRegistry, scope, time_limit
+from seawall._concurrency import (
+    Slots,
+    ScopedRegistry,
+    scope,
+    spawn,
+    time_limit,
+)
 from seawall._freshness import hit_lead, jittered
+from seawall._hotkeys import HotKeys
+from seawall._keys import tagged
 from seawall._l1 import L1, MISSING
 from seawall._validate import Client
 from seawall.errors import CacheWaitTimeout
@@ -43,6 +52,10 @@ UNBOUNDED_POOL = 2**30
 
 # The connection slots of each bounded pool, per process (per event loop in asyncio).
 _pool_slots = ScopedRegistry()
+
+
+# How many of its hottest keys each process publishes per cache (`seawall hotkeys`).
+HOT_PUBLISHED = 20
 
 
 def ms(seconds: float) -> int:
@@ -79,6 +92,7 @@ class CacheBase:
         bloom: Any,
         breaker: CircuitBreaker | None,
         loader_limit: RateLimiter | None,
+        hot: HotKeys | None = None,
     ) -> None:
         self._client = client
         self.namespace = namespace
@@ -92,6 +106,9 @@ class CacheBase:
         self._serializer = serializer
         self.l1 = l1
         self._counters = Counters(namespace)
+        self._hot = hot
+        # Where this process publishes its hot keys for `seawall hotkeys` (see hot_keys()).
+        self._hot_key = f"{tagged('hotkeys', namespace)}:{uuid.uuid4().hex[:12]}"
         metrics_sink.caches.add(self)  # its breaker's state is exported while it lives
         self._mutex = threading.Lock()
         self.bloom = bloom
@@ -231,6 +248,34 @@ class CacheBase:
     def _remember(self, key: str, value: Any, fresh: float, epoch: int | None) -> None:
         if epoch is not None:
             self.l1.put(key, value, fresh, epoch)
+
+    # --- hot keys --------------------------------------------------------------------------
+
+    def hot_keys(self, n: int = 20) -> list[tuple[Any, float]]:
+        """This process's hottest keys of this cache: (key text, reads/s, roughly), the
+        hottest first. Empty when the cache was made with hot_keys=0."""
+        if self._hot is None:
+            return []
+        return [(key, self._hot.rate(count)) for key, count in self._hot.top(n)]
+
+    def _publish_hot_keys(self) -> None:
+        """Publish the top keys (once per half-life) for `seawall hotkeys`: a sorted set per
+        process and namespace, key text -> reads/s, expiring unless published again."""
+        top = self.hot_keys(HOT_PUBLISHED)
+        if top:
+            spawn(
+                functools.partial(self._write_hot_keys, top),
+                f"publishing the hot keys of cache {self.namespace!r}",
+            )
+
+    def _write_hot_keys(self, top: list[tuple[Any, float]]) -> None:
+        assert self._hot is not None
+        lifetime = ms(3 * self._hot.half_life)
+        pipe = self._client.pipeline(transaction=False)
+        pipe.delete(self._hot_key)
+        pipe.zadd(self._hot_key, {key: rate for key, rate in top})
+        pipe.pexpire(self._hot_key, lifetime)
+        pipe.execute()
 
     # --- Redis calls -------------------------------------------------------------------------
 
