@@ -318,6 +318,28 @@ def resolve(value: Any) -> Any:
     return value
 
 
+def async_check_cached_function(function: Any, what: str) -> None:
+    """seawall.aio's @cached() needs an async function: a plain one would be awaited."""
+    if not callable(function):
+        raise TypeError(f"{what}: @cached() decorates a function, got {function!r}")
+    if not inspect.iscoroutinefunction(function):
+        raise TypeError(
+            f"{what}: {getattr(function, '__qualname__', function)!r} is not an async function; "
+            "seawall.aio.Cache.cached() decorates `async def` functions: make it async, or "
+            "use seawall.Cache (sync) for it"
+        )
+
+
+def check_cached_function(function: Any, what: str) -> None:
+    if not callable(function):
+        raise TypeError(f"{what}: @cached() decorates a function, got {function!r}")
+    if inspect.iscoroutinefunction(function):
+        raise TypeError(
+            f"{what}: {getattr(function, '__qualname__', function)!r} is an async function; "
+            "seawall.Cache calls functions synchronously: use seawall.aio.Cache.cached() for it"
+        )
+
+
 def async_check_handler(handler: Any, what: str) -> None:
     """A handler that cannot be called here is refused before anything runs."""
     if not callable(handler):

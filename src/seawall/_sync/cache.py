@@ -4,15 +4,15 @@
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, TypeVar
+from typing import Any
 
 import redis.cluster
 from redis.exceptions import NoScriptError
 
 from seawall._sync.cache_base import _FETCH, _STORE, _VOID, CORRUPT, REDIS_DOWN, ms
 from seawall._sync.cache_loading import CacheCore
+from seawall._sync.cached_function import CachedFunction, P
 from seawall._sync.scripts import run_script
 from seawall._breaker import CircuitBreaker, RateLimiter
 from seawall._cache_codec import (
@@ -36,8 +36,6 @@ from seawall._validate import (
     decodes_responses,
 )
 from seawall.errors import BloomFilterError, CacheUnavailable
-
-F = TypeVar("F", bound=Callable[..., Any])
 
 # warm() sends this many writes per pipeline round trip.
 WARM_BATCH = 1000
@@ -338,32 +336,25 @@ class Cache(CacheCore):
         self.l1.replace([(text, value, fresh) for text, value, _, fresh, _ in batch], epoch)
 
     def cached(
-        self, ttl: float | None = None, key: Callable[..., Any] | None = None
-    ) -> Callable[[F], F]:
-        """Decorator: cache a function's results; the key is built from its arguments.
+        self,
+        ttl: float | None = None,
+        key: str | Callable[..., Any] | None = None,
+        *,
+        condition: Callable[[Any], bool] | None = None,
+    ) -> Callable[[Callable[P, Any]], CachedFunction[P, Any]]:
+        """Decorator: cache a function's results, one entry per distinct call.
 
-        The default key is the function's qualified name plus its arguments as JSON
-        (arguments JSON cannot encode are rendered with repr()); pass `key=` (a function of
-        the same arguments returning str, bytes or int) to choose it yourself.
+        The key is the function's qualified name and its arguments bound to its signature
+        (defaults applied, `self`/`cls` left out, types kept apart; see
+        seawall._call_keys), or `key`: a template such as "user:{user_id}" (any
+        parameter, attributes too: "{self.tenant}:{user_id}") or a function of the same
+        arguments. `condition(result)` False leaves that result uncached. The decorated
+        function has `invalidate`, `refresh`, `set`, `get` and `key` for its entries.
         """
         entry_ttl = self._ttl(ttl)
 
-        def decorate(function: F) -> F:
-            prefix = f"{function.__module__}.{function.__qualname__}"
-
-            def make_key(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-                if key is not None:
-                    return key(*args, **kwargs)
-                shown = json.dumps([args, sorted(kwargs.items())], default=repr)
-                return f"{prefix}:{shown}"
-
-            @functools.wraps(function)
-            def wrapper(*args: Any, **kwargs: Any) -> Any:
-                return self.get_or_load(
-                    make_key(args, kwargs), lambda: function(*args, **kwargs), entry_ttl
-                )
-
-            return wrapper  # type: ignore[return-value]
+        def decorate(function: Callable[P, Any]) -> CachedFunction[P, Any]:
+            return CachedFunction(self, function, entry_ttl, key, condition)
 
         return decorate
 
