@@ -116,7 +116,13 @@ class CircuitBreaker:
     def success(self) -> None:
         """The call answered (a reply, even an error reply, means Redis is alive)."""
         with self._mutex:
-            self._change(CLOSED, self._clock())
+            now = self._clock()
+            self._advance(now)
+            if self._state == OPEN:
+                # A call allowed before the breaker opened, answered just before the fault
+                # (its report raced another thread's failure): it says nothing about now.
+                return
+            self._change(CLOSED, now)
             self._failures = 0
             self._probe_since = None
 

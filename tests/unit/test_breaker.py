@@ -77,6 +77,23 @@ def test_failures_of_calls_made_before_opening_change_nothing() -> None:
     assert breaker.state == "half-open"  # still 1.0 s after the first opening
 
 
+def test_a_success_reported_after_opening_keeps_it_open() -> None:
+    # Thread A's call is answered just before Redis dies; thread B's call fails and opens
+    # the breaker; A reports its success after that. Before the fix that closed the
+    # breaker 14 ms into a 12 s outage (seen in the SIGKILL-under-load test).
+    clock = Clock()
+    breaker = CircuitBreaker(failure_threshold=1, open_for=1.0, clock=clock)
+    assert breaker.allow()  # A
+    assert breaker.allow()  # B
+    breaker.failure()  # B
+    breaker.success()  # A, late
+    assert breaker.state == "open" and not breaker.allow()
+    clock.now += 1.0
+    assert breaker.allow()  # the probe
+    breaker.success()
+    assert breaker.state == "closed"
+
+
 def test_dead_redis_opens_within_one_second() -> None:
     # A frozen Redis: each call gives up after call_timeout; the first one opens.
     clock = Clock()

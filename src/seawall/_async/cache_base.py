@@ -261,6 +261,8 @@ class AsyncCacheBase:
         """Publish the top keys (once per half-life) for `seawall hotkeys`: a sorted set per
         process and namespace, key text -> reads/s, expiring unless published again."""
         top = self.hot_keys(HOT_PUBLISHED)
+        if self.breaker is not None and self.breaker.state != "closed":
+            return  # Redis is away: the next half-life publishes again
         if top:
             async_spawn(
                 functools.partial(self._write_hot_keys, top),
@@ -274,7 +276,11 @@ class AsyncCacheBase:
         pipe.delete(self._hot_key)
         pipe.zadd(self._hot_key, {key: rate for key, rate in top})
         pipe.pexpire(self._hot_key, lifetime)
-        await pipe.execute()
+        try:
+            await pipe.execute()
+        except REDIS_DOWN as exc:
+            # Only a report for `seawall hotkeys`: the next half-life publishes again.
+            _concurrency.log.debug("seawall: publishing hot keys failed: %r", exc)
 
     # --- Redis calls -------------------------------------------------------------------------
 
