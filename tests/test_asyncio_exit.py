@@ -12,7 +12,7 @@ from __future__ import annotations
 import exitworkers
 from conftest import SPAWN, Target
 
-ROUNDS = 30
+ROUNDS = 20
 
 
 def test_event_loops_with_listeners_end_promptly(target: Target) -> None:

@@ -27,7 +27,7 @@ from seawall._async.renewer import get_renewer as get_async_renewer
 @pytest.mark.parametrize("holder_world", ["sync", "async"])
 def test_paused_holder_is_fenced_out(standalone: Target, holder_world: str) -> None:
     ttl = 0.25
-    runs = 20 if holder_world == "sync" else 6
+    runs = 12 if holder_world == "sync" else 6
     parent_end, child_end = SPAWN.Pipe()
     child = SPAWN.Process(
         target=holder, args=(standalone.url, False, holder_world, "paused", ttl, child_end)
