@@ -156,6 +156,7 @@ class CacheKeys:
     lease: str  # token of the process elected to load; gone when nobody loads
     waiters: str  # ids of processes waiting for the value
     hit: str  # lead (ms); lives until `lead` before the value turns stale (see cache_store)
+    version: str  # the version of a versioned set, or a versioned delete's tombstone
     all: tuple[str, str, str, str]  # the keys the scripts take, in their order
     read: tuple[str, str]  # what a fresh hit reads with one MGET: value, hit marker
 
@@ -171,6 +172,7 @@ def cache_keys(namespace: str, key: str) -> CacheKeys:
         lease=lease,
         waiters=waiters,
         hit=hit,
+        version=f"{base}:version",
         all=(value, lease, waiters, hit),
         read=(value, hit),
     )

@@ -9,6 +9,7 @@ from typing import Any
 import redis.asyncio.cluster
 from redis.exceptions import NoScriptError
 
+from seawall._async.cache_again import get_sweeper, schedule
 from seawall._async.cache_base import _FETCH, _STORE, _VOID, CORRUPT, REDIS_DOWN, ms
 from seawall._async.cache_loading import AsyncCacheCore
 from seawall._async.cached_function import AsyncCachedFunction, P
@@ -229,14 +230,24 @@ class AsyncCache(AsyncCacheCore):
             self._counters.add("stale_served")
         return default if value is None else value
 
-    async def set(self, key: Any, value: Any, ttl: float | None = None) -> None:
-        """Store `value` (None: "absent"); every process's L1 drops its copy.
+    async def set(
+        self, key: Any, value: Any, ttl: float | None = None, *, version: int | None = None
+    ) -> bool:
+        """Store `value` (None: "absent"); every process's L1 drops its copy. True if stored.
 
         A load of `key` in flight is voided: it cannot overwrite this value with one it
         read before. With a Bloom filter, the key is added to it.
+
+        With `version` (an int >= 0: the row's version column, its updated_at in
+        microseconds, or a change-log position), the value is stored only if `version` is
+        newer than the version stored for `key`, including the tombstone of a versioned
+        delete; otherwise nothing changes and the result is False. Writers racing with
+        values read at different times then leave the newest in the cache whatever order
+        their writes arrive in.
         """
         text = self._key(key)
         entry_ttl = self._ttl(ttl)
+        stamp = None if version is None else self._version(version, text)
         payload = encode(self._serializer, value, self.namespace, text)
         if value is not None and self.bloom is not None:
             try:
@@ -247,24 +258,89 @@ class AsyncCache(AsyncCacheCore):
         keys = cache_keys(self.namespace, text)
         # Our L1 takes the value after the write (L1.replace): a read of this process
         # that began before it cannot store the old value afterwards.
-        await self._store(keys, text, "", value, payload, 0.0, entry_ttl, epoch)
+        stored = await self._store(
+            keys, text, "", value, payload, 0.0, entry_ttl, epoch, version=stamp
+        )
         self._dropped_here(text)
+        return stored
 
-    async def delete(self, key: Any) -> None:
-        """Drop `key` from Redis and from every process's L1; a load in flight is voided."""
+    async def delete(
+        self, key: Any, *, again_after: float | None = None, version: int | None = None
+    ) -> bool:
+        """Drop `key` from Redis and from every process's L1; a load in flight is voided.
+
+        `again_after` (seconds): delete it once more that much later (the delayed double
+        delete), to remove a value a reader loaded from a lagging replica, or from a
+        database read that raced the write, after the first delete. The second delete is
+        recorded in Redis before this returns: it happens even if this process dies, carried
+        out by any process with a Cache of this namespace open.
+
+        `version` (an int >= 0, see set()): leave a tombstone of that version for the
+        entry's ttl, so a write of an older version can never bring the entry back. A
+        versioned delete older than the stored version changes nothing and returns False.
+        """
         text = self._key(key)
+        stamp = None if version is None else self._version(version, text)
+        delay = self._again_after(again_after)
+        if delay is not None:
+            await self._schedule_again([text], delay)
+        if stamp is None:
+            await self._drop_everywhere([text])
+            return True
         self.l1.discard(text)
         channel, message = self._invalidation(text)
-        await self._command(
+        keys = cache_keys(self.namespace, text)
+        tombstone = ms(self.ttl * (1 + self.jitter) + self.stale_ttl)
+        done = await self._command(
             _VOID,
-            cache_keys(self.namespace, text).all,
-            ("", CACHE_WAKE_PREFIX, channel, message),
+            (*keys.all, keys.version),
+            ("", CACHE_WAKE_PREFIX, channel, message, stamp, tombstone),
         )
-        # Again once Redis no longer holds the value: a read of this process that fetched
-        # it between the first drop and the write must not keep it (our own invalidation
-        # message is ignored here). The drop moves the epoch on, so that read's fill fails.
         self.l1.discard(text)
         self._dropped_here(text)
+        return int(done) == 1
+
+    async def delete_many(self, keys: Iterable[Any], *, again_after: float | None = None) -> int:
+        """delete() for many keys: one round trip on one server (one per key on Cluster).
+
+        Every key is checked before anything is deleted; returns how many were given.
+        """
+        texts = list(dict.fromkeys(self._key(key) for key in keys))
+        delay = self._again_after(again_after)
+        if delay is not None:
+            await self._schedule_again(texts, delay)
+        for start in range(0, len(texts), WARM_BATCH):
+            await self._drop_everywhere(texts[start : start + WARM_BATCH])
+        return len(texts)
+
+    def _version(self, version: Any, text: str) -> str:
+        if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+            raise TypeError(
+                f"cache {self.namespace!r}: version of key {text!r} must be an int >= 0 (a "
+                f"row version, an updated_at in microseconds, a log position), got {version!r}"
+            )
+        return str(version)
+
+    def _again_after(self, again_after: Any) -> float | None:
+        if again_after is None:
+            return None
+        return check_seconds(again_after, f"again_after of cache {self.namespace!r}")
+
+    async def _schedule_again(self, texts: list[str], delay: float) -> None:
+        """Record second deletes in Redis; if Redis cannot take them, this process keeps
+        retrying the whole delete in the background, and the caller is told."""
+        sweeper = get_sweeper(self._client)
+        try:
+            await schedule(self._client, self.namespace, texts, delay)
+        except REDIS_DOWN as exc:
+            sweeper.unrecorded(self.namespace, texts, delay)
+            raise CacheUnavailable(
+                f"cache {self.namespace!r}: could not record the delayed second delete of "
+                f"{len(texts)} key(s) (first: {texts[0]!r}): {exc!r}. Nothing was deleted "
+                "yet; this process retries the delete in the background until Redis answers",
+                key=texts[0],
+            ) from exc
+        sweeper.due_in(self.namespace, delay)
 
     async def warm(
         self, items: Mapping[Any, Any] | Iterable[tuple[Any, Any]], ttl: float | None = None

@@ -10,15 +10,17 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from redis.exceptions import RedisClusterException, RedisError, ResponseError
+import redis.asyncio.cluster
+from redis.exceptions import NoScriptError, RedisClusterException, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeout
 
 from seawall import _concurrency, _scripts
 from seawall import _invalidation_message as message_format
+from seawall._async.cache_again import get_sweeper
 from seawall._async.invalidation import AsyncInvalidator, get_invalidator
 from seawall._async.scripts import run_script
 from seawall._breaker import CircuitBreaker, RateLimiter
-from seawall._cache_codec import ABSENT_PAYLOAD, Serializer, cache_keys
+from seawall._cache_codec import ABSENT_PAYLOAD, CACHE_WAKE_PREFIX, Serializer, cache_keys
 from seawall._cache_stats import Counters
 from seawall._concurrency import (
     AsyncSlots,
@@ -164,6 +166,38 @@ class AsyncCacheBase:
         if listener is not None:
             listener.discard_local(self.namespace, key, skip=self.l1)
 
+    async def _drop_everywhere(self, texts: list[str]) -> None:
+        """Delete entries from Redis and from every process's L1, voiding loads in flight:
+        one pipelined round trip on one server (one script per key on Cluster, where
+        redis-py refuses scripts in pipelines). Deleting again changes nothing."""
+        for text in texts:
+            self.l1.discard(text)
+        calls = []
+        for text in texts:
+            channel, message = self._invalidation(text)
+            calls.append((cache_keys(self.namespace, text).all, channel, message))
+        if isinstance(self._client, redis.asyncio.cluster.RedisCluster) or len(calls) == 1:
+            for keys, channel, message in calls:
+                await self._command(_VOID, keys, ("", CACHE_WAKE_PREFIX, channel, message))
+        elif calls:
+            try:
+                await self._void_pipeline(calls)
+            except NoScriptError:  # a restarted server: load once, then all again
+                await self._client.script_load(_VOID.source)
+                await self._void_pipeline(calls)
+        # Again once Redis no longer holds the values: a read of this process that fetched
+        # one between the first drop and the write must not keep it (our own invalidation
+        # messages are ignored here). The drop moves the epoch on, so that read's fill fails.
+        for text in texts:
+            self.l1.discard(text)
+            self._dropped_here(text)
+
+    async def _void_pipeline(self, calls: Sequence[tuple[Sequence[str], str, str]]) -> None:
+        pipe = self._client.pipeline(transaction=False)
+        for keys, channel, message in calls:
+            pipe.evalsha(_VOID.sha, len(keys), *keys, "", CACHE_WAKE_PREFIX, channel, message)
+        await pipe.execute()
+
     def _bloom_failed(self, exc: Exception, doing: str) -> None:
         """Log a failing Bloom filter once, not on every miss while it stays broken."""
         if self._bloom_warned:
@@ -287,10 +321,14 @@ class AsyncCacheBase:
     def _slots(self) -> AsyncSlots | None:
         """Slots for this process's cache commands on a pool with `max_connections`: callers
         beyond it wait for a free connection instead of failing with redis-py's "Too many
-        connections". None for unbounded pools and cluster clients (a pool per node)."""
+        connections". None for unbounded pools and cluster clients (a pool per node).
+
+        Its first call in a process (or event loop), the cache's first use there, also has
+        this process carry out the namespace's second deletes (see cache_again)."""
         here = async_scope()
         cached = self._slots_cached
         if cached is None or cached[0] is not here:
+            get_sweeper(self._client).register(self)
             pool = getattr(self._client, "connection_pool", None)
             size = getattr(pool, "max_connections", None)
             slots = None

@@ -373,31 +373,34 @@ class AsyncCacheCore(AsyncCacheBase):
         took: float,
         ttl: float | None,
         epoch: int | None,
-    ) -> None:
-        """Write back under the lease `token` ("" for an explicit set, which publishes)."""
+        *,
+        version: str | None = None,
+    ) -> bool:
+        """Write back under the lease `token` ("" for an explicit set, which publishes, and
+        which may carry a `version`). True if written."""
         fresh, stale = self._entry_ttls(value, ttl)
         channel, message = self._invalidation(key) if not token else ("", "")
-        written = await self._redis(
-            _STORE,
-            keys.all,
-            (
-                token,
-                payload,
-                ms(fresh + stale),
-                ms(stale) if stale else 0,
-                ms(took) if took else 0,
-                CACHE_WAKE_PREFIX,
-                channel,
-                message,
-                WAKE_PAYLOAD_LIMIT,
-                self._lead(took),
-            ),
-        )
+        args = [
+            token,
+            payload,
+            ms(fresh + stale),
+            ms(stale) if stale else 0,
+            ms(took) if took else 0,
+            CACHE_WAKE_PREFIX,
+            channel,
+            message,
+            WAKE_PAYLOAD_LIMIT,
+            self._lead(took),
+        ]
+        script_keys: tuple[str, ...] = keys.all
+        if version is not None:
+            script_keys, args = (*keys.all, keys.version), [*args, version]
+        written = await self._redis(_STORE, script_keys, args)
         if int(written) and not token:
             self.l1.replace([(key, value, fresh)], epoch)  # an explicit set: see L1.replace
         elif int(written):
             self._remember(key, value, fresh, epoch)
-        else:
+        elif token:
             self._counters.add("voided")
             _concurrency.log.info(
                 "seawall: cache %r: the load of key %r was not written back: a delete or set "
@@ -406,6 +409,9 @@ class AsyncCacheCore(AsyncCacheBase):
                 key,
                 self.lease,
             )
+        else:  # a versioned set older than what is stored: our L1 must not keep it either
+            self.l1.discard(key)
+        return bool(int(written))
 
     async def _give_back(self, keys: CacheKeys, token: str) -> None:
         await self._redis(_VOID, keys.all, (token, CACHE_WAKE_PREFIX, "", ""))

@@ -11,15 +11,17 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from redis.exceptions import RedisClusterException, RedisError, ResponseError
+import redis.cluster
+from redis.exceptions import NoScriptError, RedisClusterException, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeout
 
 from seawall import _concurrency, _scripts
 from seawall import _invalidation_message as message_format
+from seawall._sync.cache_again import get_sweeper
 from seawall._sync.invalidation import Invalidator, get_invalidator
 from seawall._sync.scripts import run_script
 from seawall._breaker import CircuitBreaker, RateLimiter
-from seawall._cache_codec import ABSENT_PAYLOAD, Serializer, cache_keys
+from seawall._cache_codec import ABSENT_PAYLOAD, CACHE_WAKE_PREFIX, Serializer, cache_keys
 from seawall._cache_stats import Counters
 from seawall._concurrency import (
     Slots,
@@ -165,6 +167,38 @@ class CacheBase:
         if listener is not None:
             listener.discard_local(self.namespace, key, skip=self.l1)
 
+    def _drop_everywhere(self, texts: list[str]) -> None:
+        """Delete entries from Redis and from every process's L1, voiding loads in flight:
+        one pipelined round trip on one server (one script per key on Cluster, where
+        redis-py refuses scripts in pipelines). Deleting again changes nothing."""
+        for text in texts:
+            self.l1.discard(text)
+        calls = []
+        for text in texts:
+            channel, message = self._invalidation(text)
+            calls.append((cache_keys(self.namespace, text).all, channel, message))
+        if isinstance(self._client, redis.cluster.RedisCluster) or len(calls) == 1:
+            for keys, channel, message in calls:
+                self._command(_VOID, keys, ("", CACHE_WAKE_PREFIX, channel, message))
+        elif calls:
+            try:
+                self._void_pipeline(calls)
+            except NoScriptError:  # a restarted server: load once, then all again
+                self._client.script_load(_VOID.source)
+                self._void_pipeline(calls)
+        # Again once Redis no longer holds the values: a read of this process that fetched
+        # one between the first drop and the write must not keep it (our own invalidation
+        # messages are ignored here). The drop moves the epoch on, so that read's fill fails.
+        for text in texts:
+            self.l1.discard(text)
+            self._dropped_here(text)
+
+    def _void_pipeline(self, calls: Sequence[tuple[Sequence[str], str, str]]) -> None:
+        pipe = self._client.pipeline(transaction=False)
+        for keys, channel, message in calls:
+            pipe.evalsha(_VOID.sha, len(keys), *keys, "", CACHE_WAKE_PREFIX, channel, message)
+        pipe.execute()
+
     def _bloom_failed(self, exc: Exception, doing: str) -> None:
         """Log a failing Bloom filter once, not on every miss while it stays broken."""
         if self._bloom_warned:
@@ -288,10 +322,14 @@ class CacheBase:
     def _slots(self) -> Slots | None:
         """Slots for this process's cache commands on a pool with `max_connections`: callers
         beyond it wait for a free connection instead of failing with redis-py's "Too many
-        connections". None for unbounded pools and cluster clients (a pool per node)."""
+        connections". None for unbounded pools and cluster clients (a pool per node).
+
+        Its first call in a process (or event loop), the cache's first use there, also has
+        this process carry out the namespace's second deletes (see cache_again)."""
         here = scope()
         cached = self._slots_cached
         if cached is None or cached[0] is not here:
+            get_sweeper(self._client).register(self)
             pool = getattr(self._client, "connection_pool", None)
             size = getattr(pool, "max_connections", None)
             slots = None

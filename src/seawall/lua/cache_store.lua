@@ -1,6 +1,7 @@
 -- Write a cache entry, only under a current load lease (or unconditionally), and wake waiters.
 -- KEYS[1] value: "<stale window ms>:<load ms>:<payload>"     KEYS[2] load lease
 -- KEYS[3] waiting processes (set of ids)     KEYS[4] hit marker
+-- KEYS[5] (optional, explicit sets only) the entry's version
 -- ARGV[1] lease token of the loader ("" = an explicit set, which voids any lease)
 -- ARGV[2] payload ("" = the loader found nothing: an absent entry)
 -- ARGV[3] ttl of the entry (ms), fresh time plus stale window
@@ -12,9 +13,14 @@
 -- ARGV[8] invalidation message (drop this key from every process's memory)
 -- ARGV[9] largest payload (bytes) a wake-up carries; a larger one is read by the waiters
 -- ARGV[10] lead (ms): the hit marker expires this long before the value turns stale
+-- ARGV[11] (with KEYS[5]) the write's version, a decimal integer
 -- returns 1 written (now, or by an earlier run of this call), 0 not written: the lease was
 --         voided (a delete or set came after the load started) or ran out and was taken by
---         another loader
+--         another loader; or, with a version, the stored version is not older
+--
+-- A versioned set writes only if its version is newer than the stored one (a tombstone of
+-- a versioned delete counts), compared as decimal integers of any size; the version then
+-- lives as long as the value. A replay finds its own version and its own entry: 1 again.
 --
 -- A delete removes the lease, so a loader that read the database before the delete can
 -- never write its older value back afterwards.
@@ -30,6 +36,19 @@
 -- its lease gone but the very entry it wrote in place, and answers 1 again without
 -- writing or waking anyone twice. An explicit set simply writes again.
 local entry = ARGV[4] .. ':' .. ARGV[5] .. ':' .. ARGV[2]
+if KEYS[5] then
+  local stored = redis.call('get', KEYS[5])
+  if stored then
+    local newer = #ARGV[11] > #stored or (#ARGV[11] == #stored and ARGV[11] > stored)
+    if not newer then
+      if stored == ARGV[11] and redis.call('get', KEYS[1]) == entry then
+        return 1
+      end
+      return 0
+    end
+  end
+  redis.call('set', KEYS[5], ARGV[11], 'PX', ARGV[3])
+end
 if ARGV[1] ~= '' and redis.call('get', KEYS[2]) ~= ARGV[1] then
   if redis.call('get', KEYS[1]) == entry then
     return 1
