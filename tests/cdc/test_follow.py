@@ -1,0 +1,69 @@
+"""The follower invalidates exactly what a row change makes stale: in Redis and in every
+process's L1, inserts voiding a cached "absent", key-changing updates both keys."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+from cdc.helpers import in_redis, wait_until
+
+import seawall
+
+
+def _reader(url: str) -> tuple[redis.Redis, seawall.Cache]:
+    """A second client with its own L1, as another process would have."""
+    client = redis.Redis.from_url(url)
+    return client, seawall.Cache(client, "users", ttl=300.0)
+
+
+def test_insert_update_delete_invalidate_l2_and_another_clients_l1(
+    database: Any, seawall_url: str, run_follower: Any
+) -> None:
+    database.execute("INSERT INTO users VALUES (1, 'a@x', 'Ann'), (2, 'b@x', 'Bob')")
+    writer = redis.Redis.from_url(seawall_url)
+    follower = run_follower(database.url, writer, ["users=users"], status_interval=0.2)
+    wait_until(lambda: follower.status().streaming, 15, "the follower streams")
+    client, users = _reader(seawall_url)
+    row = lambda i: database.execute("SELECT name FROM users WHERE id = %s", i)  # noqa: E731
+    assert users.get_or_load(1, lambda: row(1)[0][0]) == "Ann"
+    assert users.get_or_load(2, lambda: row(2)[0][0]) == "Bob"
+    assert users.get_or_load(3, lambda: None) is None  # cached "absent"
+    assert users.get(1) == "Ann"  # served from L1 from now on
+
+    database.execute("UPDATE users SET name = 'Anna' WHERE id = 1")
+    wait_until(lambda: users.get_or_load(1, lambda: row(1)[0][0]) == "Anna", 10, "update seen")
+    database.execute("DELETE FROM users WHERE id = 2")
+    wait_until(lambda: not in_redis(writer, "users", 2), 10, "delete invalidates L2")
+    assert users.get_or_load(2, lambda: row(2)[0][0] if row(2) else None) is None
+    database.execute("INSERT INTO users VALUES (3, 'c@x', 'Cy')")
+    wait_until(
+        lambda: users.get_or_load(3, lambda: row(3)[0][0] if row(3) else None) == "Cy",
+        10,
+        "insert voids the cached absent",
+    )
+    status = follower.status()
+    assert status.leader and status.row_changes >= 3 and status.position is not None
+    client.close()
+    writer.close()
+
+
+def test_update_of_the_mapped_column_invalidates_old_and_new_key(
+    database: Any, seawall_url: str, run_follower: Any
+) -> None:
+    database.execute("INSERT INTO users VALUES (1, 'old@x', 'Ann')")
+    database.execute("ALTER TABLE users REPLICA IDENTITY FULL")
+    writer = redis.Redis.from_url(seawall_url)
+    by_email = seawall.Cache(writer, "by_email")
+    by_email.set("old@x", "Ann")
+    by_email.set("new@x", None)  # "absent", cached before the change
+    follower = run_follower(database.url, writer, ["users=by_email:email"])
+    wait_until(lambda: follower.status().streaming, 15, "the follower streams")
+    database.execute("UPDATE users SET email = 'new@x' WHERE id = 1")
+    wait_until(
+        lambda: not in_redis(writer, "by_email", "old@x")
+        and not in_redis(writer, "by_email", "new@x"),
+        10,
+        "both the old and the new email are invalidated",
+    )
+    writer.close()
