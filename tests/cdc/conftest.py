@@ -7,8 +7,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from cdc.databases import PostgresDatabase
 
+from cdc.databases import PostgresDatabase
 from seawall.cdc import Follower
 from seawall.launcher._postgres import PostgresProcess
 
@@ -38,7 +38,7 @@ def run_follower() -> Iterator[Callable[..., Follower]]:
         return follower
 
     yield start
-    for follower, thread in started:
+    for follower, _thread in started:
         follower.stop()
     for _follower, thread in started:
         thread.join(10)

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -20,3 +25,41 @@ def wait_until(condition: Callable[[], Any], timeout: float, what: str) -> None:
 def in_redis(client: Any, namespace: str, key: Any) -> bool:
     """Whether Redis (L2) holds an entry (a value or a cached "absent") for `key`."""
     return bool(client.exists(cache_keys(namespace, str(key)).value))
+
+
+class FollowerProcess:
+    """`seawall follow` in its own process (so it can be SIGKILLed), its log in a file."""
+
+    def __init__(self, log_dir: Any, source_url: str, redis_url: str, *args: str) -> None:
+        self.log_path = os.path.join(str(log_dir), f"follower-{uuid.uuid4().hex[:8]}.log")
+        self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
+        argv = [sys.executable, "-m", "seawall", "follow", source_url, "--redis", redis_url]
+        self.proc = subprocess.Popen(
+            [*argv, *args], stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
+
+    def log(self) -> str:
+        with open(self.log_path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+
+    def wait_streaming(self, timeout: float = 20.0) -> None:
+        wait_until(
+            lambda: "streaming" in self.log() or self.proc.poll() is not None,
+            timeout,
+            f"the follower streams; its log:\n{self.log()}",
+        )
+        assert self.proc.poll() is None, f"the follower exited:\n{self.log()}"
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self._log.close()

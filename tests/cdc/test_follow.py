@@ -6,15 +6,15 @@ from __future__ import annotations
 from typing import Any
 
 import redis
-from cdc.helpers import in_redis, wait_until
 
 import seawall
+from cdc.helpers import in_redis, wait_until
 
 
 def _reader(url: str) -> tuple[redis.Redis, seawall.Cache]:
     """A second client with its own L1, as another process would have."""
     client = redis.Redis.from_url(url)
-    return client, seawall.Cache(client, "users", ttl=300.0)
+    return client, seawall.Cache(client, "users", ttl=300.0, l1_ttl=120.0)
 
 
 def test_insert_update_delete_invalidate_l2_and_another_clients_l1(
@@ -32,14 +32,14 @@ def test_insert_update_delete_invalidate_l2_and_another_clients_l1(
     assert users.get(1) == "Ann"  # served from L1 from now on
 
     database.execute("UPDATE users SET name = 'Anna' WHERE id = 1")
-    wait_until(lambda: users.get_or_load(1, lambda: row(1)[0][0]) == "Anna", 10, "update seen")
+    wait_until(lambda: users.get_or_load(1, lambda: row(1)[0][0]) == "Anna", 5, "update seen")
     database.execute("DELETE FROM users WHERE id = 2")
     wait_until(lambda: not in_redis(writer, "users", 2), 10, "delete invalidates L2")
     assert users.get_or_load(2, lambda: row(2)[0][0] if row(2) else None) is None
     database.execute("INSERT INTO users VALUES (3, 'c@x', 'Cy')")
     wait_until(
         lambda: users.get_or_load(3, lambda: row(3)[0][0] if row(3) else None) == "Cy",
-        10,
+        5,
         "insert voids the cached absent",
     )
     status = follower.status()
@@ -61,8 +61,9 @@ def test_update_of_the_mapped_column_invalidates_old_and_new_key(
     wait_until(lambda: follower.status().streaming, 15, "the follower streams")
     database.execute("UPDATE users SET email = 'new@x' WHERE id = 1")
     wait_until(
-        lambda: not in_redis(writer, "by_email", "old@x")
-        and not in_redis(writer, "by_email", "new@x"),
+        lambda: (
+            not in_redis(writer, "by_email", "old@x") and not in_redis(writer, "by_email", "new@x")
+        ),
         10,
         "both the old and the new email are invalidated",
     )

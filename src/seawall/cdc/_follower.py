@@ -221,7 +221,9 @@ class Follower:
                 self._streaming = False
                 self._open(self._position, first=False)
                 self._streaming = True
-                log.info("seawall follow: streaming %s again from %s", self.source.name, self._position)
+                log.info(
+                    "seawall follow: streaming %s again from %s", self.source.name, self._position
+                )
                 continue
             if events:
                 self._apply(events, fence)

@@ -94,6 +94,7 @@ class PostgresSource:
         self._stream: Any = None
         self._cursor: Any = None
         self._decoder = Decoder()
+        self._received = self._confirmed = 0
 
     # -- the contract ---------------------------------------------------------------------
 
@@ -176,6 +177,8 @@ class PostgresSource:
                 f"cannot stream from slot {self.slot} of {self.where}: {_first_line(exc)}"
             ) from None
         self._decoder = Decoder()
+        self._received = 0  # the last data message's position
+        self._confirmed = parse_lsn(resume_after) if resume_after else 0
 
     def read(self, timeout: float) -> Sequence[Event]:
         cursor = self._cursor
@@ -187,10 +190,12 @@ class PostgresSource:
             while len(events) < _BATCH:
                 message = cursor.read_message()
                 if message is not None:
+                    self._received = max(self._received, message.data_start)
                     events += self._decoder.feed(message.payload)
                     continue
                 if events:
                     break
+                self._heartbeat(cursor)
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
@@ -213,12 +218,26 @@ class PostgresSource:
     def confirm(self, position: str) -> None:
         if self._cursor is None:
             return
+        self._confirmed = max(self._confirmed, parse_lsn(position))
         try:
-            self._cursor.send_feedback(flush_lsn=parse_lsn(position))
+            self._cursor.send_feedback(flush_lsn=self._confirmed)
         except psycopg2.Error as exc:
             raise SourceError(
                 f"lost the replication stream of {self.where}: {_first_line(exc)}"
             ) from None
+
+    def _heartbeat(self, cursor: Any) -> None:
+        """Let an idle or fully filtered slot free its WAL.
+
+        The server's keepalives carry how far it has decoded (wal_end), including WAL of
+        other tables and databases that the publication filters out. When everything
+        received is confirmed, nothing of ours lies before wal_end: confirm it, or the
+        slot would hold that WAL until the next change of a followed table.
+        """
+        wal_end = int(cursor.wal_end or 0)
+        if self._confirmed >= self._received and wal_end > self._confirmed:
+            self._confirmed = wal_end
+            cursor.send_feedback(flush_lsn=wal_end)
 
     def close(self) -> None:
         for conn in (self._stream, self._sql):

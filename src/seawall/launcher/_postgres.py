@@ -17,7 +17,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Self
 
 from seawall.launcher import _watchdog
@@ -102,8 +102,17 @@ class PostgresProcess:
     """One PostgreSQL server on 127.0.0.1, wal_level=logical, superuser `postgres`
     without a password (trust on loopback). kill() + restart() is a crash and reboot."""
 
-    def __init__(self, *, bindir: str | None = None, start_timeout: float = 30.0) -> None:
+    def __init__(
+        self,
+        *,
+        bindir: str | None = None,
+        start_timeout: float = 30.0,
+        settings: Sequence[str] = (),
+    ) -> None:
         self.bindir = bindir if bindir is not None else find_postgres_bindir()
+        # "name=value" settings after the defaults, which they override (wal_level=replica
+        # makes a server the follower must refuse).
+        self.settings = (*_SETTINGS, *settings)
         self.start_timeout = start_timeout
         self._dir: str | None = None
         self._port: int | None = None
@@ -230,7 +239,7 @@ class PostgresProcess:
             "-h", HOST,
             "-k", self.directory,
         ]  # fmt: skip
-        for setting in _SETTINGS:
+        for setting in self.settings:
             argv += ["-c", setting]
         with open(self.log_path, "ab") as log:
             if demote is not None:
