@@ -29,13 +29,14 @@ INSTALL_HINT = "install PostgreSQL (Debian: apt-get install postgresql)"
 
 # Logical decoding needs wal_level=logical; the rest trades durability for speed, which a
 # throwaway test server can afford (fsync off), and keeps keepalives frequent enough that
-# a test sees an idle slot move within seconds.
+# a test sees an idle slot move within seconds. Not synchronous_commit=off: a walsender
+# sends only flushed WAL, so commits would reach the follower up to wal_writer_delay
+# (200 ms) late, unlike a production server.
 _SETTINGS = (
     "wal_level=logical",
     "max_replication_slots=20",
     "max_wal_senders=20",
     "fsync=off",
-    "synchronous_commit=off",
     "full_page_writes=off",
     "wal_sender_timeout=10s",
     "max_connections=100",
