@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import prometheus_client
 import redis
 
 import seawall
@@ -54,6 +55,8 @@ def test_update_of_the_mapped_column_invalidates_old_and_new_key(
     database.execute("INSERT INTO users VALUES (1, 'old@x', 'Ann')")
     database.execute("ALTER TABLE users REPLICA IDENTITY FULL")
     writer = redis.Redis.from_url(seawall_url)
+    registry = prometheus_client.CollectorRegistry()
+    seawall.metrics.register(registry)
     by_email = seawall.Cache(writer, "by_email")
     by_email.set("old@x", "Ann")
     by_email.set("new@x", None)  # "absent", cached before the change
@@ -67,4 +70,15 @@ def test_update_of_the_mapped_column_invalidates_old_and_new_key(
         10,
         "both the old and the new email are invalidated",
     )
+    labels = {"source": follower.source.name}
+    wait_until(
+        lambda: registry.get_sample_value("seawall_follower_lag_seconds", labels) is not None,
+        5,
+        "the lag gauge is set after the checkpoint",
+    )
+    lag = registry.get_sample_value("seawall_follower_lag_seconds", labels)
+    changes = registry.get_sample_value("seawall_follower_events_total", labels)
+    seawall.metrics.unregister(registry)
+    assert changes == 1
+    assert lag is not None and 0 <= lag < 10
     writer.close()

@@ -25,6 +25,8 @@ from seawall._sync.lock import Lock
 from seawall.cdc._events import RowChange, Source, SourceError, TxEnd
 from seawall.cdc._invalidate import invalidate, new_sender, read_checkpoint, write_checkpoint
 from seawall.cdc._mapping import TableMap, parse_maps
+from seawall.metrics._families import FOLLOWER_EVENTS, FOLLOWER_LAG
+from seawall.metrics._sink import SINK as metrics_sink
 
 __all__ = ["Follower", "FollowerStatus"]
 
@@ -249,21 +251,27 @@ class Follower:
     def _apply(self, events: Sequence[RowChange | TxEnd], fence: int) -> None:
         keys: list[tuple[str, str]] = []
         last: TxEnd | None = None
+        changes = 0
         for event in events:
             if isinstance(event, TxEnd):
                 last = event
             else:
-                self._changes += 1
+                changes += 1
                 keys += self._keys_of(event)
         if keys:
             done = self._redis_call(lambda: invalidate(self._redis, keys, self._sender))
             self._invalidated += done
+        self._changes += changes
+        labels = (self.source.name,)
+        if changes:
+            metrics_sink.count(FOLLOWER_EVENTS.name, labels, changes)
         if last is None:
             return
         self._checkpoint(last.position, fence)
         self._position = last.position
         if last.committed_at is not None:
             self._lag = max(0.0, time.time() - last.committed_at)
+            metrics_sink.gauge(FOLLOWER_LAG.name, labels, self._lag)
         try:
             self.source.confirm(last.position)
         except SourceError as exc:
