@@ -63,3 +63,29 @@ class FollowerProcess:
             except subprocess.TimeoutExpired:
                 self.kill()
         self._log.close()
+
+
+def l1_watcher(redis_url: str, namespace: str, key: int, pipe: Any) -> None:
+    """Another process: cache `key` in its L1, say so, then report how long until the
+    L1 no longer holds it (or -1 after 10 s)."""
+    import redis
+
+    import seawall
+    from seawall._l1 import MISSING
+
+    client = redis.Redis.from_url(redis_url)
+    cache = seawall.Cache(client, namespace, l1_ttl=600.0)
+    listener = cache._listener()
+    assert listener is not None and listener.wait_listening(10)
+    cache.get_or_load(key, lambda: "old")
+    assert cache.l1.get(str(key)) == "old"
+    pipe.send("cached")
+    pipe.recv()  # the row changes now
+    deadline = time.monotonic() + 10
+    while cache.l1.get(str(key)) is not MISSING:
+        if time.monotonic() > deadline:
+            pipe.send(-1.0)
+            return
+        time.sleep(0.001)
+    pipe.send(1.0)
+    client.close()

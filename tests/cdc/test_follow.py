@@ -7,9 +7,11 @@ from typing import Any
 
 import prometheus_client
 import redis
+from conftest import SPAWN
 
 import seawall
-from cdc.helpers import in_redis, wait_until
+from cdc.helpers import in_redis, l1_watcher, wait_until
+from seawall.cdc._invalidate import read_checkpoint, write_checkpoint
 
 
 def _reader(url: str) -> tuple[redis.Redis, seawall.Cache]:
@@ -82,3 +84,31 @@ def test_update_of_the_mapped_column_invalidates_old_and_new_key(
     assert changes == 1
     assert lag is not None and 0 <= lag < 10
     writer.close()
+
+
+def test_another_processes_l1_drops_the_changed_row(
+    database: Any, seawall_url: str, run_follower: Any
+) -> None:
+    database.execute("INSERT INTO users VALUES (7, 'g@x', 'Gil')")
+    client = redis.Redis.from_url(seawall_url)
+    follower = run_follower(database.url, client, ["users=users"])
+    ours, theirs = SPAWN.Pipe()
+    watcher = SPAWN.Process(target=l1_watcher, args=(seawall_url, "users", 7, theirs))
+    watcher.start()
+    try:
+        assert ours.poll(30) and ours.recv() == "cached"
+        wait_until(lambda: follower.status().streaming, 15, "the follower streams")
+        ours.send("go")
+        database.execute("UPDATE users SET name = 'Gill' WHERE id = 7")
+        assert ours.poll(15) and ours.recv() == 1.0, "the other process's L1 kept the row"
+    finally:
+        watcher.join(10)
+        client.close()
+
+
+def test_a_deposed_followers_fence_cannot_move_the_checkpoint(seawall_redis: Any) -> None:
+    assert write_checkpoint(seawall_redis, "src", "0/10", 5)
+    assert write_checkpoint(seawall_redis, "src", "0/20", 5)  # one holder, many moves
+    assert write_checkpoint(seawall_redis, "src", "0/20", 9)  # the successor claims it
+    assert not write_checkpoint(seawall_redis, "src", "0/99", 5)  # the deposed one
+    assert read_checkpoint(seawall_redis, "src") == ("0/20", 9)
