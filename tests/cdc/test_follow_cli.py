@@ -13,11 +13,18 @@ from seawall.cli import main
 from seawall.launcher._postgres import PostgresProcess
 
 
-@pytest.fixture(scope="module")
-def replica_level_postgres() -> Iterator[PostgresProcess]:
-    server = PostgresProcess(settings=("wal_level=replica",)).start()
-    yield server
-    server.stop()
+@pytest.fixture
+def replica_level_postgres(seawall_postgres: PostgresProcess) -> Iterator[PostgresProcess]:
+    """The session server restarted with wal_level=replica (no test of this worker holds
+    a logical slot now: PostgreSQL would refuse to start), then back to logical."""
+    logical = seawall_postgres.settings
+    seawall_postgres.settings = (*logical, "wal_level=replica")
+    seawall_postgres.restart()
+    try:
+        yield seawall_postgres
+    finally:
+        seawall_postgres.settings = logical
+        seawall_postgres.restart()
 
 
 def _fails(capsys: Any, *args: str) -> str:

@@ -103,9 +103,9 @@ def test_standby_takes_over_within_the_ttl_after_sigkill(
 ) -> None:
     client = redis.Redis.from_url(seawall_url)
     _primed(database, client, 2)
-    leader = followers(database.url, seawall_url, "--ttl", "2")
+    leader = followers(database.url, seawall_url, "--ttl", "1")
     leader.wait_streaming()
-    standby = followers(database.url, seawall_url, "--ttl", "2")
+    standby = followers(database.url, seawall_url, "--ttl", "1")
     wait_until(lambda: "standing by" in standby.log(), 20, f"standby waits:\n{standby.log()}")
     assert "streaming" not in standby.log()
     leader.kill()
@@ -113,5 +113,5 @@ def test_standby_takes_over_within_the_ttl_after_sigkill(
     _update(database, range(1, 2))
     wait_until(_all_invalidated(client, range(1, 2)), 15, "the standby invalidates")
     took = time.monotonic() - killed
-    assert took < 2 + 4, f"took over after {took:.1f} s (ttl 2 s):\n{standby.log()}"
+    assert took < 1 + 4, f"took over after {took:.1f} s (ttl 1 s):\n{standby.log()}"
     client.close()

@@ -33,6 +33,8 @@ __all__ = ["Follower", "FollowerStatus"]
 log = logging.getLogger("seawall.cdc")
 
 _MAX_BACKOFF = 5.0
+# How long one read waits for the log: also how quickly stop() and a lost election act.
+_READ_WAIT = 0.25
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,7 +219,7 @@ class Follower:
             if self._deposed.is_set():
                 raise _Deposed
             try:
-                events = self.source.read(0.5)
+                events = self.source.read(_READ_WAIT)
             except SourceError as exc:
                 log.warning("seawall follow: %s; reconnecting", exc)
                 self._streaming = False
