@@ -244,10 +244,8 @@ def run(kind: str, quick: bool, rate: int, follow_rate: int) -> None:
             print(f"  written {figures['write_rate']:,.0f}/s  followed "
                   f"{figures['follow_rate']:,.0f}/s  lag at the end "
                   f"{figures['lag_at_end_s']:.3f} s   goal: >= 10,000/s, lag bounded")  # fmt: skip
-            cpu = (
-                f"follower {figures['follower_cpu_s']:.2f} s, "
-                f"redis {figures['redis_cpu_s']:.2f} s"
-            )
+            follower_cpu, redis_cpu = figures["follower_cpu_s"], figures["redis_cpu_s"]
+            cpu = f"follower {follower_cpu:.2f} s, redis {redis_cpu:.2f} s"
             print(f"  CPU over {figures['elapsed_s']:.1f} s: {cpu}")
         client.close()
 
