@@ -56,3 +56,28 @@ def test_database_crash_and_restart_while_following(
     wait_until(lambda: not in_redis(client, "users", 2), 20, "invalidated after the restart")
     assert follower.status().streaming
     client.close()
+
+
+def test_the_documented_least_privilege_role_follows(
+    database: PostgresDatabase, seawall_url: str, run_follower: Any
+) -> None:
+    role = f"{database.name}_follower"
+    database.execute(f"CREATE ROLE {role} WITH LOGIN REPLICATION")
+    try:
+        database.execute(f"GRANT SELECT ON public.users TO {role}")
+        publication = f"{database.name}_pub"  # the name database.url asks for
+        database.execute(f"CREATE PUBLICATION {publication} FOR TABLE public.users")
+        database.execute("INSERT INTO users VALUES (1, 'a@x', 'Ann')")
+        client = redis.Redis.from_url(seawall_url)
+        seawall.Cache(client, "users").set(1, "Ann")
+        url = database.url.replace("postgres@", f"{role}@")
+        follower = run_follower(url, client, ["users=users"])
+        wait_until(lambda: follower.status().streaming, 15, "the follower streams")
+        database.execute("UPDATE users SET name = 'Anna' WHERE id = 1")
+        wait_until(lambda: not in_redis(client, "users", 1), 10, "invalidated")
+        follower.stop()
+        wait_until(lambda: not follower.status().streaming, 10, "the follower stops")
+        client.close()
+    finally:
+        database.execute(f"DROP OWNED BY {role}")
+        database.execute(f"DROP ROLE {role}")

@@ -25,15 +25,14 @@ PostgreSQL, once (postgresql.conf, then restart PostgreSQL):
   max_replication_slots = 10
   max_wal_senders = 10
 \b
-and as a superuser (the follower creates slot and publication itself):
+and as a superuser (the follower creates the slot itself; a publication may name only
+tables its creator owns, so their owner creates it, named seawall_<dbname>):
   CREATE ROLE seawall WITH LOGIN REPLICATION PASSWORD 'secret';
   GRANT SELECT ON public.users TO seawall;
-  GRANT CREATE ON DATABASE shop TO seawall;
-  ALTER TABLE public.users OWNER TO seawall;  -- or: CREATE PUBLICATION seawall_shop
-                                              --   FOR TABLE public.users;  (as owner)
+  CREATE PUBLICATION seawall_shop FOR TABLE public.users;   -- as the table's owner
 \b
   seawall follow 'postgresql://seawall:secret@db:5432/shop' \\
-      --redis redis://cache:6379/0 --map users=users --map sales.orders=orders:order_no
+      --redis redis://cache:6379/0 --map users=users
 
 SOURCE_URL: postgresql://user:pw@host:port/db[?slot=NAME&publication=NAME] or
 mysql://user:pw@host:port/db. Status lines go to the log every --status-interval seconds
@@ -66,7 +65,7 @@ mysql://user:pw@host:port/db. Status lines go to the log every --status-interval
     help="seconds between status lines",
 )
 @click.option("--json", "as_json", is_flag=True, help="status lines to stdout as JSON")
-@click.option("-v", "--verbose", is_flag=True, help="log every reconnect and retry (DEBUG)")
+@click.option("-v", "--verbose", is_flag=True, help="DEBUG logging")
 def command(
     source_url: str,
     redis_url: str,
