@@ -220,7 +220,7 @@ class Follower:
                 raise _Deposed
             try:
                 events = self.source.read(_READ_WAIT)
-            except SourceError as exc:
+            except (SourceError, OSError) as exc:  # a lost connection: the contract's, or raw
                 log.warning("seawall follow: %s; reconnecting", exc)
                 self._streaming = False
                 self._open(self._position, first=False)
