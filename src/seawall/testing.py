@@ -202,3 +202,21 @@ def seawall_sentinel() -> Iterator[SentinelGroup]:
     group = _launch(lambda: SentinelGroup().start())
     yield group
     group.stop()
+
+
+# -- PostgreSQL with logical decoding (the change-log follower) ------------------------
+
+
+@pytest.fixture(scope="session")
+def seawall_postgres() -> Iterator[Any]:
+    """A private PostgreSQL (wal_level=logical, superuser `postgres`, trust on 127.0.0.1)
+    for the session: a `seawall.launcher._postgres.PostgresProcess`. Give each test its
+    own database (CREATE DATABASE) and slot names; never the system server."""
+    from seawall.launcher._postgres import INSTALL_HINT, PostgresNotFoundError, PostgresProcess
+
+    try:
+        server = PostgresProcess().start()
+    except PostgresNotFoundError:
+        pytest.fail(f"seawall cannot start PostgreSQL: {INSTALL_HINT}", pytrace=False)
+    yield server
+    server.stop()

@@ -3,4 +3,51 @@
 A follower reads a source's log (PostgreSQL logical decoding, the MariaDB/MySQL row
 binlog), invalidates the cache entries of every changed row, and checkpoints its position
 in Redis only after the invalidations before it are done, at transaction boundaries.
+
+    follower = seawall.cdc.Follower("postgresql://seawall@db/shop", r, ["users=users"])
+    follower.run()        # blocks; follower.stop() from another thread ends it
 """
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from seawall.cdc._events import Event, RowChange, Source, SourceError, TxEnd
+from seawall.cdc._follower import Follower, FollowerStatus
+from seawall.cdc._mapping import MapError, TableMap, parse_map
+from seawall.cdc._sources import open_source
+
+__all__ = [
+    "Event",
+    "Follower",
+    "FollowerStatus",
+    "MapError",
+    "RowChange",
+    "Source",
+    "SourceError",
+    "TableMap",
+    "TxEnd",
+    "follow",
+    "open_source",
+    "parse_map",
+]
+
+
+def follow(
+    source: str | Source,
+    redis: Any,
+    maps: Sequence[str | TableMap],
+    *,
+    ttl: float = 10.0,
+    status_interval: float = 10.0,
+    on_status: Callable[[FollowerStatus], None] | None = None,
+) -> None:
+    """Follow `source` until interrupted (Ctrl-C): `Follower(...).run()` in one call."""
+    follower = Follower(
+        source, redis, maps, ttl=ttl, status_interval=status_interval, on_status=on_status
+    )
+    try:
+        follower.run()
+    finally:
+        follower.stop()

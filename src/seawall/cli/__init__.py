@@ -23,6 +23,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "seawall.cli.demo",
         "run real scenarios on a private server and show what goes wrong without seawall",
     ),
+    "follow": (
+        "seawall.cli.follow",
+        "invalidate cached rows from the database's change log (PostgreSQL, MariaDB)",
+    ),
     "lint": ("seawall.cli.lint", "check Python code using redis-py for unsafe commands"),
     "server": ("seawall.cli.server", "start one real redis/valkey server until Ctrl-C"),
 }

@@ -1,0 +1,347 @@
+"""The follower: elect one per source, read the log, invalidate, then checkpoint.
+
+At least once, never lost: a batch's keys are invalidated (one pipelined round trip)
+before the checkpoint moves past them, the checkpoint only ever names a transaction
+boundary, and the source may free its log only up to a checkpointed position. A follower
+killed anywhere restarts from the checkpoint and replays at most the last batch; a
+replayed delete is harmless.
+
+One follower per source: a seawall.Lock elects it; its fence guards the checkpoint, so a
+deposed follower (paused past its lease) can never move it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from seawall._cache_codec import cache_key
+from seawall._sync.cache_base import REDIS_DOWN
+from seawall._sync.lock import Lock
+from seawall.cdc._events import RowChange, Source, SourceError, TxEnd
+from seawall.cdc._invalidate import invalidate, new_sender, read_checkpoint, write_checkpoint
+from seawall.cdc._mapping import TableMap, parse_maps
+from seawall.metrics._families import FOLLOWER_EVENTS, FOLLOWER_LAG
+from seawall.metrics._sink import SINK as metrics_sink
+
+__all__ = ["Follower", "FollowerStatus"]
+
+log = logging.getLogger("seawall.cdc")
+
+_MAX_BACKOFF = 5.0
+# How long one read waits for the log: also how quickly stop() and a lost election act.
+_READ_WAIT = 0.25
+
+
+@dataclass(frozen=True, slots=True)
+class FollowerStatus:
+    """What `Follower.status()` and the `--json` lines report."""
+
+    source: str
+    leader: bool
+    streaming: bool  # elected and reading the log
+    position: str | None  # the last checkpointed position
+    lag_seconds: float  # commit-to-invalidated delay of the last transaction; 0 when idle
+    events_per_second: float  # row changes over the last status interval
+    row_changes: int  # since start
+    invalidated: int  # cache keys voided since start (after de-duplication per batch)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "leader": self.leader,
+            "streaming": self.streaming,
+            "position": self.position,
+            "lag_seconds": round(self.lag_seconds, 6),
+            "events_per_second": round(self.events_per_second, 1),
+            "row_changes": self.row_changes,
+            "invalidated": self.invalidated,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class _Target:
+    namespace: str
+    columns: tuple[str, ...]  # the mapped column, or the primary key's columns
+
+
+class _Deposed(Exception):
+    """Another follower holds the election now: stop reading, wait again."""
+
+
+class Follower:
+    """Follow `source` and invalidate the seawall.Cache entries of every changed row.
+
+    `source` is a SOURCE_URL (postgresql://..., mysql://...) or a Source object; `redis`
+    a redis-py client (give it a socket_timeout so a frozen Redis is retried, not waited
+    on forever); `maps` are `TABLE=NAMESPACE[:COLUMN]` strings or TableMap objects.
+    `ttl` is the election lock's: a standby takes over within it when the leader dies.
+    """
+
+    def __init__(
+        self,
+        source: str | Source,
+        redis: Any,
+        maps: Sequence[str | TableMap],
+        *,
+        ttl: float = 10.0,
+        status_interval: float = 10.0,
+        on_status: Callable[[FollowerStatus], None] | None = None,
+    ) -> None:
+        if isinstance(source, str):
+            from seawall.cdc._sources import open_source
+
+            source = open_source(source)
+        self.source: Source = source
+        self._redis = redis
+        schema = getattr(source, "default_schema", None)
+        strings = [m for m in maps if isinstance(m, str)]
+        parsed = parse_maps(strings, schema) if strings else []
+        self.maps: list[TableMap] = [m for m in maps if isinstance(m, TableMap)] + parsed
+        self._default_schema = schema or ""
+        self.ttl = ttl
+        self.status_interval = status_interval
+        self._on_status = on_status
+        self._sender = new_sender()
+        self._stop = threading.Event()
+        self._deposed = threading.Event()
+        self._targets: dict[str, _Target] = {}
+        self._leader = False
+        self._streaming = False
+        self._position: str | None = None
+        self._lag = 0.0
+        self._changes = self._invalidated = 0
+        self._window = (time.monotonic(), 0)  # (start, row changes at start)
+        self._rate = 0.0
+        self._warned: set[str] = set()
+
+    # -- public ---------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Follow until stop(): wait to be elected, lead, and wait again if deposed.
+
+        Raises SourceError at once for a source that cannot be followed (unreachable,
+        misconfigured, a missing table); later outages are retried.
+        """
+        self._prepare()
+        opened_once = False
+        lock = Lock(self._redis, f"cdc:{self.source.name}", ttl=self.ttl,
+                    on_lost=lambda _lock: self._deposed.set())  # fmt: skip
+        waiting_logged = False
+        while not self._stop.is_set():
+            try:
+                elected = lock.acquire(timeout=min(self.ttl, 1.0))
+            except REDIS_DOWN as exc:
+                log.warning("seawall follow: Redis unreachable while electing (%s); retrying", exc)
+                self._stop.wait(1.0)
+                continue
+            if not elected:
+                if not waiting_logged:
+                    log.info(
+                        "seawall follow: another follower leads %s; standing by", self.source.name
+                    )
+                    waiting_logged = True
+                self._report()
+                continue
+            waiting_logged = False
+            self._deposed.clear()
+            try:
+                opened_once = self._lead(lock.fence, opened_once)
+            except _Deposed:
+                if self._stop.is_set():
+                    break
+                log.warning(
+                    "seawall follow: deposed as the follower of %s; standing by", self.source.name
+                )
+            finally:
+                self._leader = self._streaming = False
+                self.source.close()
+                try:
+                    if lock.owned():
+                        lock.release()
+                except Exception:  # the lease is lost either way; the fence guards
+                    pass
+
+    def stop(self) -> None:
+        """Ask run() to return after the batch in hand (callable from any thread)."""
+        self._stop.set()
+
+    def status(self) -> FollowerStatus:
+        return FollowerStatus(
+            source=self.source.name,
+            leader=self._leader,
+            streaming=self._streaming,
+            position=self._position,
+            lag_seconds=self._lag,
+            events_per_second=self._rate,
+            row_changes=self._changes,
+            invalidated=self._invalidated,
+        )
+
+    # -- leading --------------------------------------------------------------------------
+
+    def _prepare(self) -> None:
+        columns: dict[str, str | None] = {}
+        for item in self.maps:
+            table = item.qualified(self._default_schema)
+            keys = tuple(self.source.key_columns(table))
+            if item.column is None and not keys:
+                raise SourceError(
+                    f"table {table} has no primary key: name the column to key the cache "
+                    f"by (--map {table}={item.namespace}:COLUMN)"
+                )
+            self._targets[table] = _Target(item.namespace, (item.column,) if item.column else keys)
+            columns[table] = item.column
+        watch = getattr(self.source, "watch", None)
+        if watch is not None:
+            watch(columns)
+
+    def _lead(self, fence: int, opened_once: bool) -> bool:
+        position, _ = self._redis_call(lambda: read_checkpoint(self._redis, self.source.name))
+        position = position or None
+        # Claim the checkpoint with our fence at once: from now on a deposed follower's
+        # writes are refused.
+        self._checkpoint(position or "", fence)
+        self._leader = True
+        self._position = position
+        self._open(position, first=not opened_once)
+        self._streaming = True
+        log.info(
+            "seawall follow: streaming %s from %s",
+            self.source.name,
+            position or "the source's own position",
+        )
+        while not self._stop.is_set():
+            if self._deposed.is_set():
+                raise _Deposed
+            try:
+                events = self.source.read(_READ_WAIT)
+            except (SourceError, OSError) as exc:  # a lost connection: the contract's, or raw
+                log.warning("seawall follow: %s; reconnecting", exc)
+                self._streaming = False
+                self._open(self._position, first=False)
+                self._streaming = True
+                log.info(
+                    "seawall follow: streaming %s again from %s", self.source.name, self._position
+                )
+                continue
+            if events:
+                self._apply(events, fence)
+            self._report()
+        return True
+
+    def _open(self, position: str | None, *, first: bool) -> None:
+        delay = 0.2
+        while True:
+            try:
+                self.source.open(position)
+                return
+            except SourceError as exc:
+                if first:
+                    raise
+                log.warning("seawall follow: %s; retrying in %.1f s", exc, delay)
+            if self._stop.wait(delay):
+                raise _Deposed  # stopping: leave as if deposed, nothing to flush
+            if self._deposed.is_set():
+                raise _Deposed
+            delay = min(delay * 2, _MAX_BACKOFF)
+
+    def _apply(self, events: Sequence[RowChange | TxEnd], fence: int) -> None:
+        keys: list[tuple[str, str]] = []
+        last: TxEnd | None = None
+        changes = 0
+        for event in events:
+            if isinstance(event, TxEnd):
+                last = event
+            else:
+                changes += 1
+                keys += self._keys_of(event)
+        if keys:
+            done = self._redis_call(lambda: invalidate(self._redis, keys, self._sender))
+            self._invalidated += done
+        self._changes += changes
+        labels = (self.source.name,)
+        if changes:
+            metrics_sink.count(FOLLOWER_EVENTS.name, labels, changes)
+        if last is None:
+            return
+        self._checkpoint(last.position, fence)
+        self._position = last.position
+        if last.committed_at is not None:
+            self._lag = max(0.0, time.time() - last.committed_at)
+            metrics_sink.gauge(FOLLOWER_LAG.name, labels, self._lag)
+        try:
+            self.source.confirm(last.position)
+        except SourceError as exc:
+            log.warning("seawall follow: %s (the position is checkpointed; confirmed later)", exc)
+
+    def _keys_of(self, change: RowChange) -> list[tuple[str, str]]:
+        target = self._targets.get(change.table)
+        if target is None:
+            return []
+        found = [self._text(change.row, target, change.table)]
+        if change.op == "update" and change.old is not None:
+            found.append(self._text(change.old, target, change.table))
+        return [(target.namespace, k) for k in dict.fromkeys(found) if k is not None]
+
+    def _text(self, row: Any, target: _Target, table: str) -> str | None:
+        values = [row.get(c) for c in target.columns]
+        if any(v is None for v in values):
+            if table not in self._warned:
+                self._warned.add(table)
+                log.warning(
+                    "seawall follow: a change of %s does not carry %s; its cache entry is not "
+                    "invalidated (logged once per table)",
+                    table,
+                    ", ".join(target.columns),
+                )
+            return None
+        # The key as Cache makes it: cache.get_or_load(42) and a row's 42 are one entry.
+        # A composite key's values are joined by ":" in key order.
+        return ":".join(cache_key(v, target.namespace) for v in values)
+
+    def _checkpoint(self, position: str, fence: int) -> None:
+        accepted = self._redis_call(
+            lambda: write_checkpoint(self._redis, self.source.name, position, fence)
+        )
+        if not accepted:
+            raise _Deposed
+
+    def _redis_call(self, call: Callable[[], Any]) -> Any:
+        """`call()` until Redis answers: nothing moves on past a step Redis did not take."""
+        delay = 0.1
+        while True:
+            try:
+                return call()
+            except REDIS_DOWN as exc:
+                log.warning(
+                    "seawall follow: Redis did not answer (%s); retrying in %.1f s", exc, delay
+                )
+            if self._stop.wait(delay) or self._deposed.is_set():
+                raise _Deposed
+            delay = min(delay * 2, _MAX_BACKOFF)
+
+    def _report(self) -> None:
+        now = time.monotonic()
+        start, changes = self._window
+        if now - start < self.status_interval:
+            return
+        self._rate = (self._changes - changes) / (now - start)
+        if self._changes == changes:
+            self._lag = 0.0  # idle: nothing waits to be invalidated
+        self._window = (now, self._changes)
+        status = self.status()
+        if status.leader:
+            log.info(
+                "seawall follow: %s at %s, lag %.3f s, %.0f row changes/s",
+                status.source,
+                status.position,
+                status.lag_seconds,
+                status.events_per_second,
+            )
+        if self._on_status is not None:
+            self._on_status(status)

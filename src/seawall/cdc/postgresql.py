@@ -1,0 +1,408 @@
+"""PostgreSQL as a change-log source: logical decoding (pgoutput) through a replication slot.
+
+The client is psycopg2 (`psycopg2-binary`): its `LogicalReplicationConnection` speaks the
+streaming replication protocol, including standby status updates (the flush LSN that lets
+PostgreSQL free WAL); psycopg 3 has no replication-protocol support. pgoutput is built
+into PostgreSQL 10+, needs no server extension, and decodes only the tables of its
+publication, so a busy database whose other tables change costs the follower nothing.
+
+URL: postgresql://user[:password]@host:port/dbname[?slot=NAME&publication=NAME]
+(defaults: slot and publication "seawall_<dbname>"). Both are created when missing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+import select
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from seawall.cdc._events import Event, SourceError
+from seawall.cdc._pgoutput import Decoder, parse_lsn
+
+try:
+    import psycopg2
+    import psycopg2.errors
+    import psycopg2.extensions
+    import psycopg2.extras
+except ImportError as exc:  # pragma: no cover - exercised without the extra only
+    raise ImportError(
+        "following PostgreSQL needs psycopg2: pip install 'seawall[cdc-postgresql]'"
+    ) from exc
+
+__all__ = ["PostgresSource", "source_from_url"]
+
+log = logging.getLogger("seawall.cdc")
+
+DEFAULT_SCHEMA = "public"
+# The most messages one read() returns: big enough that a busy stream is invalidated in
+# large pipelined batches, small enough to checkpoint often.
+_BATCH = 5000
+# How often psycopg2 sends standby status (the flush LSN) unasked.
+_STATUS_INTERVAL = 1.0
+_SLOT_ACTIVE = "SELECT 1 FROM pg_replication_slots WHERE slot_name = %s AND active_pid IS NOT NULL"
+
+
+def _ident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _qualified(table: str) -> str:
+    schema, _, name = table.partition(".")
+    return f"{_ident(schema)}.{_ident(name)}"
+
+
+class PostgresSource:
+    """Follows one database through one logical replication slot (see the module doc)."""
+
+    def __init__(self, url: str) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("postgresql", "postgres"):
+            raise SourceError(f"{url!r} is not a postgresql:// URL")
+        self.dbname = unquote(parts.path.lstrip("/")) or "postgres"
+        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+        default = "seawall_" + re.sub(r"[^a-z0-9_]", "_", self.dbname.lower())
+        self.slot = query.pop("slot", default)[:63]
+        self.publication = query.pop("publication", default)
+        if not re.fullmatch(r"[a-z0-9_]{1,63}", self.slot):
+            raise SourceError(
+                f"slot name {self.slot!r}: PostgreSQL allows only lower-case letters, digits "
+                "and _ (at most 63); pass ?slot=NAME in the URL"
+            )
+        self._params: dict[str, Any] = {
+            "host": parts.hostname or "localhost",
+            "port": parts.port or 5432,
+            "dbname": self.dbname,
+            "user": unquote(parts.username) if parts.username else None,
+            "password": unquote(parts.password) if parts.password else None,
+            "connect_timeout": 5,
+            **query,  # sslmode and other libpq parameters pass through
+        }
+        self._params = {k: v for k, v in self._params.items() if v is not None}
+        #: Where a bare `--map users=...` table lives.
+        self.default_schema = DEFAULT_SCHEMA
+        self.where = f"PostgreSQL {self._params['host']}:{self._params['port']}/{self.dbname}"
+        self.name = (
+            f"postgresql://{self._params['host']}:{self._params['port']}/{self.dbname}/{self.slot}"
+        )
+        self._tables: dict[str, str | None] = {}
+        self._sql: Any = None
+        self._stream: Any = None
+        self._cursor: Any = None
+        self._decoder = Decoder()
+        self._received = self._confirmed = 0
+
+    # -- the contract ---------------------------------------------------------------------
+
+    def key_columns(self, table: str) -> Sequence[str]:
+        row = self._query("SELECT to_regclass(%s)::oid", (_qualified(table),))
+        if row is None or row[0] is None:
+            raise SourceError(
+                f"table {table} does not exist in {self.where}: create it, or fix --map "
+                "(SCHEMA.TABLE; a bare name means the public schema)"
+            )
+        rows = self._query_all(
+            "SELECT a.attname FROM pg_index i JOIN pg_attribute a "
+            "ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
+            "WHERE i.indrelid = %s AND i.indisprimary "
+            "ORDER BY array_position(i.indkey::int2[], a.attnum)",
+            (row[0],),
+        )
+        return [r[0] for r in rows]
+
+    def watch(self, columns: Mapping[str, str | None]) -> None:
+        """The tables to follow, each with the column it is keyed by (None: primary key).
+
+        PostgreSQL logs only the replica identity (the primary key by default) of a
+        deleted row and of an updated row's old version, and refuses updates to a
+        published table with none: refuse what would break the application or lose keys.
+        """
+        for table, column in columns.items():
+            keys = self.key_columns(table)
+            identity = self._query(
+                "SELECT relreplident FROM pg_class WHERE oid = to_regclass(%s)",
+                (_qualified(table),),
+            )
+            full = identity is not None and identity[0] == "f"
+            names = {
+                r[0]
+                for r in self._query_all(
+                    "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s) "
+                    "AND attnum > 0 AND NOT attisdropped",
+                    (_qualified(table),),
+                )
+            }
+            if column is not None and column not in names:
+                raise SourceError(
+                    f"table {table} has no column {column!r}: fix --map (TABLE=NAMESPACE:COLUMN)"
+                )
+            if not keys and not full:
+                raise SourceError(
+                    f"table {table} has no primary key, so PostgreSQL would refuse updates to "
+                    f"it once published: add one, or run ALTER TABLE {_qualified(table)} "
+                    "REPLICA IDENTITY FULL"
+                )
+            if column is not None and column not in keys and not full:
+                raise SourceError(
+                    f"table {table} is keyed by {column!r}, which is not its primary key, and "
+                    "PostgreSQL logs only the key of deleted and updated rows: run ALTER TABLE "
+                    f"{_qualified(table)} REPLICA IDENTITY FULL"
+                )
+        self._tables = dict(columns)
+
+    def open(self, resume_after: str | None) -> None:
+        self.close()
+        self._check_server()
+        self._ensure_publication()
+        self._ensure_slot()
+        try:
+            self._stream = psycopg2.connect(
+                connection_factory=psycopg2.extras.LogicalReplicationConnection, **self._params
+            )
+            self._cursor = self._stream.cursor()
+            self._cursor.start_replication(
+                slot_name=self.slot,
+                decode=False,
+                start_lsn=parse_lsn(resume_after) if resume_after else 0,
+                options={"proto_version": "1", "publication_names": self.publication},
+                status_interval=_STATUS_INTERVAL,
+            )
+        except psycopg2.Error as exc:
+            self.close()
+            raise SourceError(
+                f"cannot stream from slot {self.slot} of {self.where}: {_first_line(exc)}"
+            ) from None
+        self._decoder = Decoder()
+        self._received = 0  # the last data message's position
+        self._confirmed = parse_lsn(resume_after) if resume_after else 0
+
+    def read(self, timeout: float) -> Sequence[Event]:
+        cursor = self._cursor
+        if cursor is None:
+            raise SourceError(f"{self.where}: read() before open()")
+        events: list[Event] = []
+        deadline = time.monotonic() + timeout
+        try:
+            while len(events) < _BATCH:
+                message = cursor.read_message()
+                if message is not None:
+                    self._received = max(self._received, message.data_start)
+                    events += self._decoder.feed(message.payload)
+                    continue
+                if events:
+                    break
+                self._heartbeat(cursor)
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                # read_message() sends due status updates; wake for them at least.
+                select.select([cursor], [], [], min(remaining, _STATUS_INTERVAL))
+        except psycopg2.Error as exc:
+            raise SourceError(
+                f"lost the replication stream of {self.where}: {_first_line(exc)}"
+            ) from None
+        if self._decoder.truncated:
+            tables = ", ".join(sorted(set(self._decoder.truncated)))
+            self._decoder.truncated.clear()
+            log.warning(
+                "seawall follow: TRUNCATE of %s is not invalidated key by key; clear those "
+                "namespaces' caches (their entries expire by their ttl otherwise)",
+                tables,
+            )
+        return events
+
+    def confirm(self, position: str) -> None:
+        if self._cursor is None:
+            return
+        self._confirmed = max(self._confirmed, parse_lsn(position))
+        try:
+            self._cursor.send_feedback(flush_lsn=self._confirmed)
+        except psycopg2.Error as exc:
+            raise SourceError(
+                f"lost the replication stream of {self.where}: {_first_line(exc)}"
+            ) from None
+
+    def _heartbeat(self, cursor: Any) -> None:
+        """Let an idle or fully filtered slot free its WAL.
+
+        The server's keepalives carry how far it has decoded (wal_end), including WAL of
+        other tables and databases that the publication filters out. When everything
+        received is confirmed, nothing of ours lies before wal_end: confirm it, or the
+        slot would hold that WAL until the next change of a followed table.
+        """
+        wal_end = int(cursor.wal_end or 0)
+        if self._confirmed >= self._received and wal_end > self._confirmed:
+            self._confirmed = wal_end
+            cursor.send_feedback(flush_lsn=wal_end)
+
+    def close(self) -> None:
+        for conn in (self._stream, self._sql):
+            if conn is not None:
+                with contextlib.suppress(psycopg2.Error):
+                    conn.close()
+        self._stream = self._cursor = self._sql = None
+
+    # -- set-up ---------------------------------------------------------------------------
+
+    def _connection(self) -> Any:
+        if self._sql is None or self._sql.closed:
+            try:
+                self._sql = psycopg2.connect(**self._params)
+            except psycopg2.Error as exc:
+                raise SourceError(
+                    f"cannot connect to {self.where}: {_first_line(exc)}; check the URL, "
+                    "that the server runs, and pg_hba.conf"
+                ) from None
+            self._sql.autocommit = True
+        return self._sql
+
+    def _query_all(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
+        try:
+            with self._connection().cursor() as cursor:
+                cursor.execute(sql, params)
+                return list(cursor.fetchall()) if cursor.description else []
+        except psycopg2.OperationalError as exc:
+            self.close()
+            raise SourceError(f"lost the connection to {self.where}: {_first_line(exc)}") from None
+
+    def _query(self, sql: str, params: tuple[Any, ...] = ()) -> tuple[Any, ...] | None:
+        rows = self._query_all(sql, params)
+        return rows[0] if rows else None
+
+    def _check_server(self) -> None:
+        level = self._query("SHOW wal_level")
+        if level is None or level[0] != "logical":
+            now = level[0] if level else "unknown"
+            raise SourceError(
+                f"wal_level is {now}; set wal_level=logical in postgresql.conf and restart "
+                f"PostgreSQL ({self.where})"
+            )
+        role = self._query(
+            "SELECT rolreplication OR rolsuper, current_user FROM pg_roles "
+            "WHERE rolname = current_user"
+        )
+        if role is None or not role[0]:
+            user = role[1] if role else self._params.get("user", "?")
+            raise SourceError(
+                f"role {user} may not read the change log of {self.where}: "
+                f"ALTER ROLE {_ident(user)} WITH REPLICATION (as a superuser)"
+            )
+
+    def _ensure_publication(self) -> None:
+        exists = self._query("SELECT 1 FROM pg_publication WHERE pubname = %s", (self.publication,))
+        tables = [_qualified(t) for t in self._tables]
+        if not tables:
+            raise SourceError(f"{self.where}: no table to follow (watch() was not called)")
+        try:
+            if exists is None:
+                self._query_all(
+                    f"CREATE PUBLICATION {_ident(self.publication)} FOR TABLE {', '.join(tables)}"
+                )
+                log.info(
+                    "seawall follow: created publication %s for %s",
+                    self.publication,
+                    ", ".join(self._tables),
+                )
+                return
+            published = {
+                f"{r[0]}.{r[1]}"
+                for r in self._query_all(
+                    "SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = %s",
+                    (self.publication,),
+                )
+            }
+            missing = [t for t in self._tables if t not in published]
+            if missing:
+                self._query_all(
+                    f"ALTER PUBLICATION {_ident(self.publication)} ADD TABLE "
+                    + ", ".join(_qualified(t) for t in missing)
+                )
+                log.info(
+                    "seawall follow: added %s to publication %s",
+                    ", ".join(missing),
+                    self.publication,
+                )
+        except psycopg2.errors.InsufficientPrivilege as exc:
+            raise SourceError(
+                f"cannot create or extend publication {self.publication} in {self.where} "
+                f"({_first_line(exc)}): let the follower's role own the tables, or as their "
+                f"owner run CREATE PUBLICATION {_ident(self.publication)} FOR TABLE "
+                f"{', '.join(tables)}"
+            ) from None
+
+    def _take_over(self, pid: int) -> None:
+        """The slot is still streamed to a previous follower. We were elected, so that one
+        is dead (its server process ends when its connection drops) or deposed (paused
+        past its lease): give it a moment, then end its server process."""
+        deadline = time.monotonic() + 1.0
+        while time.monotonic() < deadline:
+            if (
+                self._query(
+                    _SLOT_ACTIVE,
+                    (self.slot,),
+                )
+                is None
+            ):
+                return
+            time.sleep(0.05)
+        log.warning(
+            "seawall follow: slot %s is still streamed to server process %s (a deposed "
+            "follower); ending that process",
+            self.slot,
+            pid,
+        )
+        self._query_all("SELECT pg_terminate_backend(%s)", (pid,))
+        deadline = time.monotonic() + 5.0
+        while (
+            time.monotonic() < deadline
+            and self._query(
+                _SLOT_ACTIVE,
+                (self.slot,),
+            )
+            is not None
+        ):
+            time.sleep(0.05)
+
+    def _ensure_slot(self) -> None:
+        slot = self._query(
+            "SELECT plugin, database, active_pid FROM pg_replication_slots WHERE slot_name = %s",
+            (self.slot,),
+        )
+        if slot is not None:
+            if slot[0] != "pgoutput" or slot[1] != self.dbname:
+                raise SourceError(
+                    f"replication slot {self.slot} exists for plugin {slot[0]} on database "
+                    f"{slot[1]}; pick another name with ?slot=NAME in the URL"
+                )
+            if slot[2] is not None:
+                self._take_over(slot[2])
+            return
+        try:
+            self._query_all(
+                "SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (self.slot,)
+            )
+        except psycopg2.Error as exc:
+            raise SourceError(
+                f"cannot create replication slot {self.slot} in {self.where}: {_first_line(exc)}"
+            ) from None
+        log.info(
+            "seawall follow: created replication slot %s in %s (drop it with "
+            "SELECT pg_drop_replication_slot('%s') when you stop following for good: "
+            "a slot nobody reads keeps WAL forever)",
+            self.slot,
+            self.where,
+            self.slot,
+        )
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def source_from_url(url: str) -> PostgresSource:
+    return PostgresSource(url)

@@ -1,0 +1,91 @@
+"""Small waits shared by the follower tests (bounded, woken often: never a fixed sleep)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from seawall._cache_codec import cache_keys
+
+
+def wait_until(condition: Callable[[], Any], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout} s: {what}")
+        time.sleep(0.02)
+
+
+def in_redis(client: Any, namespace: str, key: Any) -> bool:
+    """Whether Redis (L2) holds an entry (a value or a cached "absent") for `key`."""
+    return bool(client.exists(cache_keys(namespace, str(key)).value))
+
+
+class FollowerProcess:
+    """`seawall follow` in its own process (so it can be SIGKILLed), its log in a file."""
+
+    def __init__(self, log_dir: Any, source_url: str, redis_url: str, *args: str) -> None:
+        self.log_path = os.path.join(str(log_dir), f"follower-{uuid.uuid4().hex[:8]}.log")
+        self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
+        argv = [sys.executable, "-m", "seawall", "follow", source_url, "--redis", redis_url]
+        self.proc = subprocess.Popen(
+            [*argv, *args], stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+        )
+
+    def log(self) -> str:
+        with open(self.log_path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+
+    def wait_streaming(self, timeout: float = 20.0) -> None:
+        wait_until(
+            lambda: "streaming" in self.log() or self.proc.poll() is not None,
+            timeout,
+            f"the follower streams; its log:\n{self.log()}",
+        )
+        assert self.proc.poll() is None, f"the follower exited:\n{self.log()}"
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        self._log.close()
+
+
+def l1_watcher(redis_url: str, namespace: str, key: int, pipe: Any) -> None:
+    """Another process: cache `key` in its L1, say so, then report how long until the
+    L1 no longer holds it (or -1 after 10 s)."""
+    import redis
+
+    import seawall
+    from seawall._l1 import MISSING
+
+    client = redis.Redis.from_url(redis_url)
+    cache = seawall.Cache(client, namespace, l1_ttl=600.0)
+    listener = cache._listener()
+    assert listener is not None and listener.wait_listening(10)
+    cache.get_or_load(key, lambda: "old")
+    assert cache.l1.get(str(key)) == "old"
+    pipe.send("cached")
+    pipe.recv()  # the row changes now
+    deadline = time.monotonic() + 10
+    while cache.l1.get(str(key)) is not MISSING:
+        if time.monotonic() > deadline:
+            pipe.send(-1.0)
+            return
+        time.sleep(0.001)
+    pipe.send(1.0)
+    client.close()

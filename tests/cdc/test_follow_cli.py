@@ -1,0 +1,89 @@
+"""Bad input to `seawall follow`: one line naming the problem and the fix, a non-zero
+exit code, no traceback."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from cdc.databases import PostgresDatabase
+from seawall.cli import main
+from seawall.launcher._postgres import PostgresProcess
+
+
+@pytest.fixture
+def replica_level_postgres(seawall_postgres: PostgresProcess) -> Iterator[PostgresProcess]:
+    """The session server restarted with wal_level=replica (no test of this worker holds
+    a logical slot now: PostgreSQL would refuse to start), then back to logical."""
+    logical = seawall_postgres.settings
+    seawall_postgres.settings = (*logical, "wal_level=replica")
+    seawall_postgres.restart()
+    try:
+        yield seawall_postgres
+    finally:
+        seawall_postgres.settings = logical
+        seawall_postgres.restart()
+
+
+def _fails(capsys: Any, *args: str) -> str:
+    code = main(["follow", *args])
+    err = capsys.readouterr().err.strip()
+    assert code != 0
+    assert "Traceback" not in err
+    assert len(err.splitlines()) == 1, err
+    return err
+
+
+def test_bad_input_is_one_line_and_a_nonzero_exit(
+    capsys: Any, database: PostgresDatabase, seawall_url: str
+) -> None:
+    url = database.url
+    err = _fails(capsys, url, "--redis", seawall_url, "--map", "users")
+    assert "TABLE=NAMESPACE" in err
+    err = _fails(capsys, url, "--redis", seawall_url, "--map", "a=x", "--map", "public.a=y")
+    assert "mapped twice" in err
+    err = _fails(capsys, url, "--redis", seawall_url, "--map", "nosuch=users")
+    assert "table public.nosuch does not exist" in err
+    err = _fails(capsys, url, "--redis", seawall_url, "--map", "users=by_name:name")
+    assert "REPLICA IDENTITY FULL" in err
+    err = _fails(capsys, url, "--redis", seawall_url, "--map", "users=u:nope")
+    assert "no column 'nope'" in err
+    err = _fails(capsys, "redis://x/0", "--redis", seawall_url, "--map", "users=users")
+    assert "postgresql://" in err
+    err = _fails(capsys, url, "--redis", "redis://127.0.0.1:1/0", "--map", "users=users")
+    assert "cannot reach Redis" in err
+
+    database.execute("CREATE ROLE plain LOGIN")
+    try:
+        plain = url.replace("postgres@", "plain@")
+        err = _fails(capsys, plain, "--redis", seawall_url, "--map", "users=users")
+        assert "ALTER ROLE" in err and "REPLICATION" in err
+    finally:
+        database.execute("DROP ROLE plain")
+
+    port = database.server.port
+    gone = url.replace(f":{port}/", ":1/")
+    err = _fails(capsys, gone, "--redis", seawall_url, "--map", "users=users")
+    assert "cannot connect" in err
+
+
+def test_a_server_without_logical_decoding_is_refused(
+    capsys: Any, replica_level_postgres: PostgresProcess, seawall_url: str
+) -> None:
+    PostgresDatabase(replica_level_postgres, "postgres").execute(
+        "CREATE TABLE users (id INT PRIMARY KEY)"
+    )
+    err = _fails(
+        capsys, replica_level_postgres.url(), "--redis", seawall_url, "--map", "users=users"
+    )
+    assert "wal_level is replica; set wal_level=logical in postgresql.conf and restart" in err
+
+
+def test_help_shows_the_setup(capsys: Any) -> None:
+    assert main(["follow", "--help"]) == 0
+    out = capsys.readouterr().out
+    for needed in ("wal_level = logical", "max_replication_slots", "max_wal_senders",
+                   "WITH LOGIN REPLICATION", "GRANT SELECT", "--map"):  # fmt: skip
+        assert needed in out

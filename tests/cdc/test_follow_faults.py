@@ -1,0 +1,117 @@
+"""At least once, never lost: a frozen Redis holds the checkpoint and the slot back, a
+SIGKILLed follower's successor replays what was not checkpointed, a standby takes over
+within the election's ttl."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import redis
+
+import seawall
+from cdc.databases import PostgresDatabase
+from cdc.helpers import FollowerProcess, in_redis, wait_until
+from seawall.cdc._invalidate import read_checkpoint
+from seawall.cdc._pgoutput import parse_lsn
+from seawall.cdc.postgresql import PostgresSource
+
+ROWS = 60
+
+
+@pytest.fixture
+def followers(tmp_path: Any) -> Iterator[Callable[..., FollowerProcess]]:
+    started: list[FollowerProcess] = []
+
+    def start(source_url: str, redis_url: str, *args: str) -> FollowerProcess:
+        follower = FollowerProcess(tmp_path, source_url, redis_url, "--map", "users=users", *args)
+        started.append(follower)
+        return follower
+
+    yield start
+    for follower in started:
+        follower.stop()
+
+
+def _primed(database: PostgresDatabase, client: redis.Redis, count: int = ROWS) -> None:
+    """Rows 1..count in the database and a cached copy of each in Redis."""
+    database.execute(
+        "INSERT INTO users SELECT i, 'u' || i || '@x', 'old' FROM generate_series(1, %s) i",
+        count,
+    )
+    seawall.Cache(client, "users").warm({i: "old" for i in range(1, count + 1)})
+
+
+def _update(database: PostgresDatabase, ids: range) -> None:
+    for i in ids:  # one transaction each
+        database.execute("UPDATE users SET name = 'new' WHERE id = %s", i)
+
+
+def _all_invalidated(client: redis.Redis, ids: range) -> Callable[[], bool]:
+    return lambda: not any(in_redis(client, "users", i) for i in ids)
+
+
+def test_frozen_redis_holds_checkpoint_and_slot_then_the_follower_catches_up(
+    database: PostgresDatabase, seawall_server_factory: Any, followers: Any
+) -> None:
+    server = seawall_server_factory()
+    client = server.client()
+    _primed(database, client)
+    follower = followers(database.url, server.url)
+    follower.wait_streaming()
+    name = PostgresSource(database.url).name
+    wait_until(lambda: read_checkpoint(client, name)[1] > 0, 10, "the checkpoint is claimed")
+    before = database.confirmed_flush()
+    server.pause()
+    try:
+        _update(database, range(1, ROWS + 1))
+        time.sleep(1.5)  # the follower reads the changes and cannot invalidate them
+        assert database.confirmed_flush() <= before, "the slot moved past un-invalidated rows"
+    finally:
+        server.resume()
+    wait_until(_all_invalidated(client, range(1, ROWS + 1)), 25, "caught up after SIGCONT")
+    wait_until(
+        lambda: parse_lsn(read_checkpoint(client, name)[0] or "0/0") > before,
+        10,
+        "the checkpoint moves once Redis answers",
+    )
+    wait_until(lambda: database.confirmed_flush() > before, 10, "the slot is confirmed")
+    client.close()
+
+
+def test_sigkilled_follower_loses_nothing(
+    database: PostgresDatabase, seawall_url: str, followers: Any
+) -> None:
+    client = redis.Redis.from_url(seawall_url)
+    _primed(database, client)
+    first = followers(database.url, seawall_url, "--ttl", "2")
+    first.wait_streaming()
+    _update(database, range(1, ROWS // 2 + 1))
+    first.kill()  # mid-stream: it is still invalidating and checkpointing these
+    _update(database, range(ROWS // 2 + 1, ROWS + 1))  # while no follower runs
+    second = followers(database.url, seawall_url, "--ttl", "2")
+    second.wait_streaming()
+    wait_until(_all_invalidated(client, range(1, ROWS + 1)), 20, "every change invalidated")
+    client.close()
+
+
+@pytest.mark.serial
+def test_standby_takes_over_within_the_ttl_after_sigkill(
+    database: PostgresDatabase, seawall_url: str, followers: Any
+) -> None:
+    client = redis.Redis.from_url(seawall_url)
+    _primed(database, client, 2)
+    leader = followers(database.url, seawall_url, "--ttl", "1")
+    leader.wait_streaming()
+    standby = followers(database.url, seawall_url, "--ttl", "1")
+    wait_until(lambda: "standing by" in standby.log(), 20, f"standby waits:\n{standby.log()}")
+    assert "streaming" not in standby.log()
+    leader.kill()
+    killed = time.monotonic()
+    _update(database, range(1, 2))
+    wait_until(_all_invalidated(client, range(1, 2)), 15, "the standby invalidates")
+    took = time.monotonic() - killed
+    assert took < 1 + 4, f"took over after {took:.1f} s (ttl 1 s):\n{standby.log()}"
+    client.close()

@@ -1,0 +1,83 @@
+"""PostgreSQL specifics: an idle or filtered slot still frees WAL (the heartbeat), and
+the follower rides through a crash and restart of the database."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+
+import seawall
+from cdc.databases import PostgresDatabase
+from cdc.helpers import in_redis, wait_until
+
+
+def _lsn(db: PostgresDatabase) -> int:
+    return int(db.execute("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn")[0][0])
+
+
+def test_filtered_changes_advance_the_slot(
+    database: PostgresDatabase, seawall_url: str, run_follower: Any
+) -> None:
+    database.execute("CREATE TABLE other (id INT PRIMARY KEY)")
+    client = redis.Redis.from_url(seawall_url)
+    follower = run_follower(database.url, client, ["users=users"])
+    wait_until(lambda: follower.status().streaming, 15, "the follower streams")
+    start = database.confirmed_flush()
+    # Only tables the follower does not follow change, here and in another database.
+    for i in range(20):
+        database.execute("INSERT INTO other VALUES (%s)", i)
+    PostgresDatabase(database.server, "postgres").execute("CREATE TABLE IF NOT EXISTS x (i INT)")
+    written = _lsn(database)
+    assert written > start
+    wait_until(
+        lambda: database.confirmed_flush() >= written,
+        15,
+        "confirmed_flush_lsn passes WAL that holds no followed change",
+    )
+    assert follower.status().row_changes == 0
+    client.close()
+
+
+def test_database_crash_and_restart_while_following(
+    database: PostgresDatabase, seawall_url: str, run_follower: Any
+) -> None:
+    database.execute("INSERT INTO users VALUES (1, 'a@x', 'Ann'), (2, 'b@x', 'Bob')")
+    client = redis.Redis.from_url(seawall_url)
+    users = seawall.Cache(client, "users")
+    follower = run_follower(database.url, client, ["users=users"])
+    wait_until(lambda: follower.status().streaming, 15, "the follower streams")
+    database.execute("UPDATE users SET name = 'Anna' WHERE id = 1")
+    users.set(2, "Bob")
+    wait_until(lambda: follower.status().row_changes == 1, 10, "the first change is read")
+    database.kill()
+    database.restart()
+    database.execute("UPDATE users SET name = 'Bobby' WHERE id = 2")
+    wait_until(lambda: not in_redis(client, "users", 2), 20, "invalidated after the restart")
+    assert follower.status().streaming
+    client.close()
+
+
+def test_the_documented_least_privilege_role_follows(
+    database: PostgresDatabase, seawall_url: str, run_follower: Any
+) -> None:
+    role = f"{database.name}_follower"
+    database.execute(f"CREATE ROLE {role} WITH LOGIN REPLICATION")
+    try:
+        database.execute(f"GRANT SELECT ON public.users TO {role}")
+        publication = f"{database.name}_pub"  # the name database.url asks for
+        database.execute(f"CREATE PUBLICATION {publication} FOR TABLE public.users")
+        database.execute("INSERT INTO users VALUES (1, 'a@x', 'Ann')")
+        client = redis.Redis.from_url(seawall_url)
+        seawall.Cache(client, "users").set(1, "Ann")
+        url = database.url.replace("postgres@", f"{role}@")
+        follower = run_follower(url, client, ["users=users"])
+        wait_until(lambda: follower.status().streaming, 15, "the follower streams")
+        database.execute("UPDATE users SET name = 'Anna' WHERE id = 1")
+        wait_until(lambda: not in_redis(client, "users", 1), 10, "invalidated")
+        follower.stop()
+        wait_until(lambda: not follower.status().streaming, 10, "the follower stops")
+        client.close()
+    finally:
+        database.execute(f"DROP OWNED BY {role}")
+        database.execute(f"DROP ROLE {role}")
