@@ -24,7 +24,7 @@ from seawall.cdc._events import Event
 from seawall.cdc._mariadb_config import FilePosition, GtidPosition, Position
 from seawall.cdc._mariadb_events import EVENT_TYPES, TransactionTracker
 
-__all__ = ["BinlogReader", "StreamLost", "connection_class"]
+__all__ = ["BinlogReader", "StreamLost", "connect"]
 
 _LOST_CONNECTION = (2006, 2013)
 _QUEUE_BATCHES = 1024
@@ -54,8 +54,12 @@ class _Connection(Connection):  # type: ignore[misc]  # PyMySQL is untyped
             raise
 
 
-def connection_class() -> type[Connection]:
-    return _Connection
+def connect(**settings: Any) -> Any:
+    """The stream's connection factory (``pymysql_wrapper``)."""
+    # The library still passes the old "db" name, which PyMySQL warns about.
+    if "db" in settings:
+        settings["database"] = settings.pop("db")
+    return _Connection(**settings)
 
 
 class _Failure:
@@ -74,7 +78,6 @@ class BinlogReader:
         server_id: int,
         database: str,
         heartbeat: float,
-        connection: type[Connection],
     ) -> None:
         self._tracker = TransactionTracker(start)
         options: dict[str, Any] = {
@@ -84,7 +87,7 @@ class BinlogReader:
             "only_events": EVENT_TYPES,
             "only_schemas": [database],
             "slave_heartbeat": heartbeat,
-            "pymysql_wrapper": connection,
+            "pymysql_wrapper": connect,
             "enable_logging": False,
         }
         if isinstance(start, GtidPosition):

@@ -36,7 +36,7 @@ from seawall.cdc._mariadb_config import (
     parse_position,
     parse_url,
 )
-from seawall.cdc._mariadb_reader import BinlogReader, StreamLost, connection_class
+from seawall.cdc._mariadb_reader import BinlogReader, StreamLost
 
 __all__ = ["MariaDBSource", "source_from_url"]
 
@@ -245,7 +245,6 @@ class MariaDBSource:
             server_id=server_id,
             database=self.url.database,
             heartbeat=heartbeat,
-            connection=connection_class(),
         )
         try:
             reader.start()
