@@ -270,6 +270,7 @@ def spare_mariadb() -> Iterator[MariaDBProcess]:
         ("binlog_format = 'MIXED'", r"^binlog_format is MIXED on"),
         ("binlog_row_image = 'MINIMAL'", r"^binlog_row_image is MINIMAL on .*=FULL"),
         ("binlog_row_metadata = 'NO_LOG'", r"^binlog_row_metadata is NO_LOG on .*=FULL"),
+        ("log_bin_compress = ON", r"^log_bin_compress is ON on .*=OFF"),
     ],
 )  # fmt: skip
 def test_each_bad_binlog_setting_is_one_line_with_its_fix(
@@ -287,7 +288,7 @@ def test_each_bad_binlog_setting_is_one_line_with_its_fix(
         with conn.cursor() as cursor:
             cursor.execute(
                 "SET GLOBAL binlog_format = 'ROW', binlog_row_image = 'FULL', "
-                "binlog_row_metadata = 'FULL'"
+                "binlog_row_metadata = 'FULL', log_bin_compress = OFF"
             )
         conn.close()
 

@@ -102,6 +102,9 @@ def test_good_settings_pass() -> None:
          "binlog_row_image=FULL"),
         ("binlog_row_image", "NOBLOB", "binlog_row_image is NOBLOB"),
         ("binlog_row_metadata", "MINIMAL", "binlog_row_metadata is MINIMAL"),
+        ("binlog_transaction_compression", "ON", "binlog_transaction_compression is ON"),
+        ("log_bin_compress", "ON", "log_bin_compress is ON on MariaDB at h:1; set "
+         "log_bin_compress=OFF"),
     ],
 )  # fmt: skip
 def test_each_bad_setting_is_one_line_naming_it_and_the_fix(

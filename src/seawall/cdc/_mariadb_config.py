@@ -228,6 +228,14 @@ def check_settings(variables: Mapping[str, str], where: str) -> str | None:
             f"binlog_row_metadata=FULL {_RESTART} (SET GLOBAL binlog_row_metadata=FULL "
             "applies at once): the log must carry column names"
         )
+    # Compressed events (MySQL's transaction payloads, MariaDB's compressed rows) are
+    # not decoded by the reader: their rows would pass unseen.
+    for name in ("binlog_transaction_compression", "log_bin_compress"):
+        if variables.get(name, "OFF").upper() in ("ON", "1"):
+            return (
+                f"{name} is ON on {where}; set {name}=OFF {_RESTART} (SET GLOBAL "
+                f"{name}=OFF applies at once): compressed binlog events are not decoded"
+            )
     return None
 
 

@@ -40,9 +40,17 @@ from seawall.cdc._mariadb_reader import BinlogReader, StreamLost
 
 __all__ = ["MariaDBSource", "source_from_url"]
 
-_SETTINGS = ("log_bin", "binlog_format", "binlog_row_image", "binlog_row_metadata")
+_SETTINGS = (
+    "log_bin",
+    "binlog_format",
+    "binlog_row_image",
+    "binlog_row_metadata",
+    "binlog_transaction_compression",
+    "log_bin_compress",
+)
 _ER_ACCESS_DENIED = 1045
 _ER_BAD_DB = 1049
+_ER_PARSE = 1064
 _ER_SPECIFIC_ACCESS_DENIED = 1227
 _ER_MASTER_FATAL_READING_BINLOG = 1236
 
@@ -114,7 +122,7 @@ class MariaDBSource:
         variables = {
             str(name).lower(): str(value)
             for name, value in self._query(
-                "SHOW GLOBAL VARIABLES WHERE Variable_name IN (%s, %s, %s, %s)", _SETTINGS
+                "SHOW GLOBAL VARIABLES WHERE Variable_name IN (%s, %s, %s, %s, %s, %s)", _SETTINGS
             )
         }
         problem = check_settings(variables, self._where)
@@ -218,8 +226,15 @@ class MariaDBSource:
         return SourceError(f"{self._where} answered error {code}: {reason}")
 
     def _binlog_status(self) -> tuple[Any, ...] | None:
+        """SHOW MASTER STATUS (file, offset), which also proves the user may read it."""
         try:
-            rows = self._query("SHOW MASTER STATUS")
+            try:
+                rows = self._query("SHOW MASTER STATUS")
+            except SourceError as exc:
+                if f"error {_ER_PARSE}:" not in str(exc):
+                    raise
+                # MySQL 8.4 dropped the old name.
+                rows = self._query("SHOW BINARY LOG STATUS")
         except SourceError as exc:
             if f"error {_ER_SPECIFIC_ACCESS_DENIED}:" in str(exc):
                 raise SourceError(no_binlog_monitor(self._where, self.url.user)) from None
