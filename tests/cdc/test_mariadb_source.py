@@ -5,7 +5,6 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 
-import pymysql
 import pytest
 
 from cdc.mariadb_database import MariaDBDatabase
@@ -158,7 +157,8 @@ def test_read_returns_empty_after_its_timeout(
     started = time.monotonic()
     assert source.read(0.4) == []
     elapsed = time.monotonic() - started
-    assert 0.35 <= elapsed < 3.0
+    # A liveness check (read must not block on a quiet log), not a latency bound.
+    assert 0.35 <= elapsed < 10.0
 
 
 # -- server restart and lost log ----------------------------------------------------------
@@ -235,6 +235,14 @@ def test_an_unreachable_server_is_one_line() -> None:
         release_port(port)
 
 
+def test_a_wrong_password_and_a_missing_database_are_one_line(db: MariaDBDatabase) -> None:
+    port = db.server.port
+    with pytest.raises(SourceError, match=r"refused user 'root': .*check the user and password"):
+        MariaDBSource(f"mysql://root:wrong@127.0.0.1:{port}/{db.name}").open(None)
+    with pytest.raises(SourceError, match=r"^database 'nope' does not exist on MariaDB at"):
+        MariaDBSource(f"mysql://root@127.0.0.1:{port}/nope").open(None)
+
+
 def test_users_without_replication_privileges_are_told_what_to_grant(
     db: MariaDBDatabase,
 ) -> None:
@@ -254,14 +262,6 @@ def test_users_without_replication_privileges_are_told_what_to_grant(
         db.admin(f"DROP USER 'r_{db.name}'@'{host}', 'm_{db.name}'@'{host}'")
 
 
-@pytest.fixture(scope="module")
-def spare_mariadb() -> Iterator[MariaDBProcess]:
-    """A second server whose global settings the tests below may break."""
-    server = MariaDBProcess().start()
-    yield server
-    server.stop()
-
-
 @pytest.mark.parametrize(
     ("setting", "message"),
     [
@@ -274,40 +274,44 @@ def spare_mariadb() -> Iterator[MariaDBProcess]:
     ],
 )  # fmt: skip
 def test_each_bad_binlog_setting_is_one_line_with_its_fix(
-    spare_mariadb: MariaDBProcess, setting: str, message: str
+    db: MariaDBDatabase, setting: str, message: str
 ) -> None:
-    conn = pymysql.connect(host=spare_mariadb.host, port=spare_mariadb.port, user="root")
+    """On the worker's own server (tests of a worker run one at a time), put back after."""
     try:
-        with conn.cursor() as cursor:
-            cursor.execute(f"SET GLOBAL {setting}")
-        source = MariaDBSource(spare_mariadb.url("mysql"))
+        db.admin(f"SET GLOBAL {setting}")
+        source = MariaDBSource(db.url)
         with pytest.raises(SourceError, match=message) as caught:
             source.open(None)
+        source.close()
         assert "\n" not in str(caught.value)
     finally:
-        with conn.cursor() as cursor:
-            cursor.execute(
-                "SET GLOBAL binlog_format = 'ROW', binlog_row_image = 'FULL', "
-                "binlog_row_metadata = 'FULL', log_bin_compress = OFF"
-            )
-        conn.close()
+        db.admin(
+            "SET GLOBAL binlog_format = 'ROW', binlog_row_image = 'FULL', "
+            "binlog_row_metadata = 'FULL', log_bin_compress = OFF"
+        )
 
 
-def test_binary_logging_off_is_one_line_with_its_fix() -> None:
-    with MariaDBProcess(log_bin=False) as server:
-        source = MariaDBSource(server.url("mysql"))
+def test_binary_logging_off_is_one_line_with_its_fix(db: MariaDBDatabase) -> None:
+    server = db.server
+    try:
+        server.log_bin = False
+        db.restart()
+        source = MariaDBSource(db.url)
         with pytest.raises(SourceError, match=r"^binary logging is off on MariaDB at .*log_bin"):
             source.open(None)
         source.close()
+    finally:
+        server.log_bin = True
+        db.restart()
 
 
 def test_heartbeats_keep_an_idle_stream_past_its_read_timeout(
     db: MariaDBDatabase, open_source: Callable[..., MariaDBSource]
 ) -> None:
-    """heartbeat=0.5 gives a 2 s socket read timeout: without the server's heartbeats,
-    2.5 s of silence would end the stream."""
-    source = open_source(url=db.url + "?heartbeat=0.5")
-    idle_until = time.monotonic() + 2.5
+    """heartbeat=0.25 gives a 1 s socket read timeout: without the server's heartbeats,
+    1.5 s of silence would end the stream."""
+    source = open_source(url=db.url + "?heartbeat=0.25")
+    idle_until = time.monotonic() + 1.5
     while time.monotonic() < idle_until:
         assert source.read(0.5) == []
     db.execute("INSERT INTO users VALUES (5, 'still here', 0)")

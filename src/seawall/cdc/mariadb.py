@@ -253,7 +253,7 @@ class MariaDBSource:
         heartbeat = self.url.heartbeat
         server_id = self.url.server_id or random.randint(2**31, SERVER_ID_MAX)
         # No read for 4 heartbeats means the server or the network is gone.
-        settings = self._settings(read_timeout=max(4 * heartbeat, 2.0))
+        settings = self._settings(read_timeout=max(4 * heartbeat, 1.0))
         reader = BinlogReader(
             settings,
             start,
