@@ -122,15 +122,18 @@ def test_resume_from_a_file_position_on_mariadb(
     """The MySQL path (file:NAME:OFFSET) exercised on MariaDB."""
     name, offset = db.execute("SHOW MASTER STATUS")[0][:2]
     db.execute("INSERT INTO users VALUES (1, 'x', 0)")
+    db.execute("FLUSH BINARY LOGS")  # the stream rotates to the next file in between
     db.execute("INSERT INTO users VALUES (2, 'y', 0)")
+    db.execute("INSERT INTO users VALUES (3, 'z', 0)")
     source = open_source(f"file:{name}:{offset}")
-    events = read_until(source, 2)
-    assert [row["id"] for _, row, _ in changes(events)] == [1, 2]
-    first_end = next(e for e in events if isinstance(e, TxEnd))
-    assert first_end.position.startswith(f"file:{name}:")
+    events = read_until(source, 3)
+    assert [row["id"] for _, row, _ in changes(events)] == [1, 2, 3]
+    ends = [e.position for e in events if isinstance(e, TxEnd)]
+    assert ends[0].startswith(f"file:{name}:")
+    assert not ends[1].startswith(f"file:{name}:")
     source.close()
-    again = open_source(first_end.position)
-    assert [row["id"] for _, row, _ in changes(read_until(again, 1))] == [2]
+    again = open_source(ends[1])
+    assert [row["id"] for _, row, _ in changes(read_until(again, 1))] == [3]
 
 
 def test_other_databases_ddl_and_non_transactional_tables_still_end_transactions(
