@@ -224,6 +224,8 @@ def test_key_columns_and_missing_tables(db: MariaDBDatabase) -> None:
             source.key_columns("nope")
         with pytest.raises(SourceError, match=r"has no primary key; .*--map loose=NAMESPACE:"):
             source.key_columns("loose")
+        with pytest.raises(SourceError, match=rf"^table other\.users is not in database {db.name}"):
+            source.key_columns("other.users")
     finally:
         source.close()
 

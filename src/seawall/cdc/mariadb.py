@@ -83,9 +83,9 @@ class MariaDBSource:
         qualified = f"{database}.{name}"
         if database != self.url.database:
             raise SourceError(
-                f"table {qualified} is not in database {self.url.database}, the one "
-                f"{self.url.database!r} in the source URL follows; map tables of that "
-                "database, or run a follower per database"
+                f"table {qualified} is not in database {self.url.database}, the one the "
+                f"source URL follows; map tables of {self.url.database}, or run one "
+                "follower per database"
             )
         found = self._query(
             "SELECT COUNT(*) FROM information_schema.TABLES "
