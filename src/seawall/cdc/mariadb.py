@@ -20,7 +20,14 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-import pymysql
+try:
+    import pymysql
+    import pymysqlreplication  # noqa: F401 - checked here to name the extra
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    raise ImportError(
+        f"following MariaDB/MySQL needs the cdc-mysql extra ({exc.name} is missing): "
+        'pip install "seawall[cdc-mysql]"'
+    ) from exc
 
 from seawall.cdc._events import Event, SourceError
 from seawall.cdc._mariadb_config import (
