@@ -28,11 +28,13 @@ from seawall.launcher import (
     start_all,
     stop_all,
 )
+from seawall.launcher._mariadb import MariaDBProcess
 
 __all__ = [
     "seawall_cluster",
     "seawall_cluster_client",
     "seawall_cluster_factory",
+    "seawall_mariadb",
     "seawall_master_clients",
     "seawall_masters",
     "seawall_masters_factory",
@@ -218,5 +220,18 @@ def seawall_postgres() -> Iterator[Any]:
         server = PostgresProcess().start()
     except PostgresNotFoundError:
         pytest.fail(f"seawall cannot start PostgreSQL: {INSTALL_HINT}", pytrace=False)
+    yield server
+    server.stop()
+
+
+# -- MariaDB (change-log follower tests) --------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def seawall_mariadb() -> Iterator[MariaDBProcess]:
+    """A private MariaDB for the session (row binlog, GTIDs, user root without a
+    password); give each test its own database. Tests may kill() and restart() it:
+    check `running` and restart() before use."""
+    server = _launch(lambda: MariaDBProcess().start())
     yield server
     server.stop()
