@@ -9,17 +9,33 @@ from typing import Any
 import pytest
 
 from cdc.databases import PostgresDatabase
+from cdc.mariadb_database import MariaDBDatabase
 from seawall.cdc import Follower
 from seawall.launcher._postgres import PostgresProcess
 
+USERS = "CREATE TABLE users (id INT PRIMARY KEY, email VARCHAR(200) UNIQUE, name VARCHAR(200))"
+
 
 @pytest.fixture
-def database(seawall_postgres: PostgresProcess) -> Iterator[PostgresDatabase]:
-    """A fresh database with a `users (id INT PRIMARY KEY, email TEXT, name TEXT)` table."""
+def pg_database(seawall_postgres: PostgresProcess) -> Iterator[PostgresDatabase]:
+    """A fresh PostgreSQL database with a `users (id, email, name)` table."""
     if not seawall_postgres.running:
         seawall_postgres.restart()
     db = PostgresDatabase.fresh(seawall_postgres)
-    db.execute("CREATE TABLE users (id INT PRIMARY KEY, email TEXT UNIQUE, name TEXT)")
+    db.execute(USERS)
+    yield db
+    db.drop()
+
+
+@pytest.fixture(params=["postgresql", "mariadb"])
+def database(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """The same fresh `users` table on each source the follower reads: the follower's
+    own behaviour is tested once per source."""
+    if request.param == "postgresql":
+        yield request.getfixturevalue("pg_database")
+        return
+    db = MariaDBDatabase.fresh(request.getfixturevalue("seawall_mariadb"))
+    db.execute(USERS)
     yield db
     db.drop()
 

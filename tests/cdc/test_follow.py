@@ -55,7 +55,8 @@ def test_update_of_the_mapped_column_invalidates_old_and_new_key(
     database: Any, seawall_url: str, run_follower: Any
 ) -> None:
     database.execute("INSERT INTO users VALUES (1, 'old@x', 'Ann')")
-    database.execute("ALTER TABLE users REPLICA IDENTITY FULL")
+    if database.kind == "postgresql":  # MariaDB's FULL row image always has the old row
+        database.execute("ALTER TABLE users REPLICA IDENTITY FULL")
     writer = redis.Redis.from_url(seawall_url)
     registry = prometheus_client.CollectorRegistry()
     seawall.metrics.register(registry)

@@ -37,8 +37,9 @@ def _fails(capsys: Any, *args: str) -> str:
 
 
 def test_bad_input_is_one_line_and_a_nonzero_exit(
-    capsys: Any, database: PostgresDatabase, seawall_url: str
+    capsys: Any, pg_database: PostgresDatabase, seawall_url: str
 ) -> None:
+    database = pg_database  # PostgreSQL's own messages (MariaDB's: test_mariadb_source.py)
     url = database.url
     err = _fails(capsys, url, "--redis", seawall_url, "--map", "users")
     assert "TABLE=NAMESPACE" in err

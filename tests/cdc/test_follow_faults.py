@@ -35,16 +35,14 @@ def followers(tmp_path: Any) -> Iterator[Callable[..., FollowerProcess]]:
         follower.stop()
 
 
-def _primed(database: PostgresDatabase, client: redis.Redis, count: int = ROWS) -> None:
+def _primed(database: Any, client: redis.Redis, count: int = ROWS) -> None:
     """Rows 1..count in the database and a cached copy of each in Redis."""
-    database.execute(
-        "INSERT INTO users SELECT i, 'u' || i || '@x', 'old' FROM generate_series(1, %s) i",
-        count,
-    )
+    rows = ", ".join(f"({i}, 'u{i}@x', 'old')" for i in range(1, count + 1))
+    database.execute(f"INSERT INTO users VALUES {rows}")
     seawall.Cache(client, "users").warm({i: "old" for i in range(1, count + 1)})
 
 
-def _update(database: PostgresDatabase, ids: range) -> None:
+def _update(database: Any, ids: range) -> None:
     for i in ids:  # one transaction each
         database.execute("UPDATE users SET name = 'new' WHERE id = %s", i)
 
@@ -54,8 +52,9 @@ def _all_invalidated(client: redis.Redis, ids: range) -> Callable[[], bool]:
 
 
 def test_frozen_redis_holds_checkpoint_and_slot_then_the_follower_catches_up(
-    database: PostgresDatabase, seawall_server_factory: Any, followers: Any
+    pg_database: PostgresDatabase, seawall_server_factory: Any, followers: Any
 ) -> None:
+    database = pg_database  # slot positions: PostgreSQL only
     server = seawall_server_factory()
     client = server.client()
     _primed(database, client)
@@ -82,7 +81,7 @@ def test_frozen_redis_holds_checkpoint_and_slot_then_the_follower_catches_up(
 
 
 def test_sigkilled_follower_loses_nothing(
-    database: PostgresDatabase, seawall_url: str, followers: Any
+    database: Any, seawall_url: str, followers: Any
 ) -> None:
     client = redis.Redis.from_url(seawall_url)
     _primed(database, client)
@@ -99,7 +98,7 @@ def test_sigkilled_follower_loses_nothing(
 
 @pytest.mark.serial
 def test_standby_takes_over_within_the_ttl_after_sigkill(
-    database: PostgresDatabase, seawall_url: str, followers: Any
+    database: Any, seawall_url: str, followers: Any
 ) -> None:
     client = redis.Redis.from_url(seawall_url)
     _primed(database, client, 2)
@@ -111,7 +110,9 @@ def test_standby_takes_over_within_the_ttl_after_sigkill(
     leader.kill()
     killed = time.monotonic()
     _update(database, range(1, 2))
-    wait_until(_all_invalidated(client, range(1, 2)), 15, "the standby invalidates")
+    wait_until(
+        _all_invalidated(client, range(1, 2)), 15, f"the standby invalidates:\n{standby.log()}"
+    )
     took = time.monotonic() - killed
     assert took < 1 + 4, f"took over after {took:.1f} s (ttl 1 s):\n{standby.log()}"
     client.close()

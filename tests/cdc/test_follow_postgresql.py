@@ -5,12 +5,18 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import redis
 
 import seawall
 from cdc.databases import PostgresDatabase
 from cdc.helpers import in_redis, wait_until
 
+
+@pytest.fixture
+def database(pg_database: PostgresDatabase) -> PostgresDatabase:
+    """PostgreSQL only here: slots, WAL positions, roles."""
+    return pg_database
 
 def _lsn(db: PostgresDatabase) -> int:
     return int(db.execute("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn")[0][0])

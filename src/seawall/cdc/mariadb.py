@@ -78,6 +78,8 @@ class MariaDBSource:
         self.url = parse_url(url) if isinstance(url, str) else url
         self.connect_timeout = connect_timeout
         self.name = f"mariadb:{self.url.host}:{self.url.port}/{self.url.database}"
+        # A bare `--map users=...` is a table of the followed database.
+        self.default_schema = self.url.database
         self._where = f"MariaDB at {self.url.address}"
         self._control: Any = None
         self._reader: BinlogReader | None = None
