@@ -29,7 +29,7 @@ from typing import TextIO
 
 import redis
 
-from seawall.demo import counter, fencing, flash_sale, stampede
+from seawall.demo import consistency, counter, fencing, flash_sale, stampede
 from seawall.demo._table import Style, Table, render
 from seawall.demo._workers import WorkerPool, warm_up
 
@@ -57,7 +57,13 @@ class DemoContext:
 
 Scenario = Callable[[DemoContext], Table]
 
-SCENARIOS: list[Scenario] = [counter.run, fencing.run, stampede.run, flash_sale.run]
+SCENARIOS: list[Scenario] = [
+    counter.run,
+    fencing.run,
+    stampede.run,
+    consistency.run,
+    flash_sale.run,
+]
 
 
 def run(

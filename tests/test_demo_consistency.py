@@ -1,0 +1,44 @@
+"""`seawall demo`'s consistency scenario (issue 11, section 4), run as the demo runs it:
+naive cache aside against a lagging replica leaves stale entries, the durable double
+delete leaves none, and the change-log follower leaves none with no cache code in the
+writer (on a private PostgreSQL with wal_level=logical, as CI runs it)."""
+
+from __future__ import annotations
+
+import io
+import re
+from typing import Any
+
+import pytest
+
+import seawall.demo
+from seawall.demo import consistency
+
+ROW = re.compile(r"^\s+(?P<label>delete after COMMIT|delete\(again_after=[\d.]+\)|seawall follow"
+                 r" \(no cache code in the writer\))\s+(?P<changed>\d+|-)\s+(?P<stale>\d+|-)\s")
+
+
+def stale_counts(monkeypatch: pytest.MonkeyPatch, database_url: str | None) -> dict[str, str]:
+    if database_url is None:
+        monkeypatch.delenv("DATABASE_URL", raising=False)
+    else:
+        monkeypatch.setenv("DATABASE_URL", database_url)
+    out = io.StringIO()
+    assert seawall.demo.run(quick=True, out=out, scenarios=[consistency.run]) == 0
+    found = {}
+    for line in out.getvalue().splitlines():
+        match = ROW.match(line)
+        if match:
+            found[match["label"].split("(")[0].strip()] = match["stale"]
+    assert len(found) == 3, out.getvalue()
+    return found
+
+
+def test_naive_leaves_stale_rows_double_delete_and_follower_leave_none(
+    monkeypatch: pytest.MonkeyPatch, seawall_postgres: Any
+) -> None:
+    url = seawall_postgres.url().replace("postgresql://", "postgresql+psycopg://")
+    found = stale_counts(monkeypatch, url)
+    assert int(found["delete after COMMIT"]) > 0  # the race is real
+    assert found["delete"] == "0"  # delete(again_after=...)
+    assert found["seawall follow"] == "0"
