@@ -11,8 +11,10 @@ install while pyproject.toml is unchanged.
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -35,6 +37,54 @@ STAMP = VENV / ".seawall-installed"
 PYTEST_PARALLEL = ["-n", "2", "--dist", "worksteal"]
 # pytest's exit status when it collected or selected no test: a run that proved nothing.
 PYTEST_NO_TESTS = 5
+
+
+# Servers some tests start privately on free 127.0.0.1 ports, besides Redis/Valkey (which
+# comes in a wheel): what each needs on the machine, and the Debian package that has it.
+# (name, any of these paths or commands, Debian packages)
+SERVERS = [
+    ("PostgreSQL (seawall follow)", ["pg_ctl", "/usr/lib/postgresql/*/bin/pg_ctl"], ["postgresql"]),
+    ("MariaDB (seawall follow)", ["mariadbd", "/usr/sbin/mariadbd"], ["mariadb-server"]),
+    ("etcd (seawall.etcd)", ["etcd", "/usr/bin/etcd"], ["etcd-server"]),
+    (
+        "ZooKeeper (seawall.zookeeper)",
+        ["/usr/share/java/zookeeper.jar", "/usr/share/zookeeper/zookeeper.jar"],
+        ["zookeeper", "default-jre-headless"],
+    ),
+]
+
+
+def _present(candidates: list[str]) -> bool:
+    for candidate in candidates:
+        if "/" in candidate:
+            if glob.glob(candidate):
+                return True
+        elif shutil.which(candidate):
+            return True
+    return False
+
+
+def ensure_servers() -> None:
+    """Install the Debian packages of missing servers when this is root on Debian/Ubuntu
+    (as CI is); otherwise say which are missing: the tests that need one fail naming it."""
+    missing = [(name, packages) for name, paths, packages in SERVERS if not _present(paths)]
+    if not missing:
+        return
+    packages = sorted({package for _, group in missing for package in group})
+    names = ", ".join(name for name, _ in missing)
+    command = ["apt-get", "install", "-y", "--no-install-recommends", *packages]
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        print(f"\nnot found: {names}; the tests that need them will fail. Install them with:"
+              f"\n    sudo {' '.join(command)}", flush=True)
+        return
+    step(f"installing {names}: {' '.join(packages)}")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for args in (["apt-get", "update", "-qq"], command):
+        code = subprocess.call(args, env=env, stdin=subprocess.DEVNULL)
+        if code:
+            print(f"`{' '.join(args)}` failed (exit {code}); the tests that need "
+                  f"{names} will fail", flush=True)
+            return
 
 
 def step(title: str) -> None:
@@ -75,6 +125,7 @@ def demo(extra: list[str]) -> int:
 
 def test(extra: list[str]) -> int:
     ensure_venv()
+    ensure_servers()
     started = time.monotonic()
     pytest = [PYTHON, "-m", "pytest", "-q", "--durations=15"]
     checks = [
