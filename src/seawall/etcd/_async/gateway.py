@@ -1,0 +1,96 @@
+"""etcd's gRPC-JSON gateway (`/v3/...`, JSON over HTTP) through httpx: the thin I/O of
+seawall.etcd. Every call takes a deadline (monotonic seconds, None for no bound) and
+raises TimeoutError when etcd did not answer by then, whatever it was doing.
+
+The gateway's paths are the same from etcd 3.4 (Debian bookworm ships 3.4.23) on:
+/v3/kv/txn, /v3/kv/range, /v3/lease/grant, /v3/lease/keepalive, /v3/lease/revoke and
+/v3/watch. A keepalive is one request with one message in its body: the gateway answers
+that message and ends the stream when the body ends. A watch is a POST whose response
+streams one JSON message per line until the client closes it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+
+from seawall import _concurrency
+from seawall._bounded import last_look
+from seawall.etcd._core import NOT_FOUND, EtcdError, b64, deleted
+
+# A request with no deadline of its own (a release, a keepalive with a far lease) still
+# gives up after this long: a frozen etcd must not hang its caller for ever.
+DEFAULT_TIMEOUT = 30.0
+
+def _timeout(deadline: float | None) -> httpx.Timeout:
+    bound = last_look(deadline)
+    seconds = DEFAULT_TIMEOUT if bound is None else bound - _concurrency.monotonic()
+    return httpx.Timeout(max(seconds, 0.001))
+
+
+class AsyncGateway:
+    """One endpoint's gateway, with the connection pool of one event loop (or process)."""
+
+    def __init__(self, endpoint: str) -> None:
+        self.endpoint = endpoint.rstrip("/")
+        self._http = httpx.AsyncClient(base_url=self.endpoint, http1=True)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def call(self, path: str, body: dict[str, Any], deadline: float | None) -> Any:
+        """POST `body` to `path`; the decoded reply. EtcdError when etcd refused it."""
+        try:
+            reply = await self._http.post(path, json=body, timeout=_timeout(deadline))
+        except httpx.TimeoutException as exc:
+            raise TimeoutError(f"etcd at {self.endpoint} did not answer {path} in time") from exc
+        except httpx.TransportError as exc:
+            raise ConnectionError(f"etcd at {self.endpoint} is unreachable: {exc!r}") from exc
+        decoded = reply.json()
+        if "error" in decoded or reply.status_code != 200:
+            raise EtcdError(
+                f"etcd at {self.endpoint} refused {path}: {decoded.get('message', decoded)}",
+                code=int(decoded.get("code", 0)),
+            )
+        if "result" in decoded:  # a streamed call's single answer
+            decoded = decoded["result"]
+        return decoded
+
+    async def grant(self, lease: int, seconds: int, deadline: float | None) -> int:
+        """Grant lease `lease` for `seconds`; the ttl etcd granted (it may raise it)."""
+        reply = await self.call("/v3/lease/grant", {"ID": str(lease), "TTL": seconds}, deadline)
+        return int(reply.get("TTL", seconds))
+
+    async def keepalive(self, lease: int, deadline: float | None) -> int:
+        """Renew `lease` to its full ttl; the ttl left, 0 when the lease is gone."""
+        reply = await self.call("/v3/lease/keepalive", {"ID": str(lease)}, deadline)
+        return int(reply.get("TTL", 0))
+
+    async def revoke(self, lease: int, deadline: float | None) -> bool:
+        """Revoke `lease`, deleting its keys; False when it was gone already."""
+        try:
+            await self.call("/v3/lease/revoke", {"ID": str(lease)}, deadline)
+        except EtcdError as exc:
+            if exc.code == NOT_FOUND:
+                return False
+            raise
+        return True
+
+    async def watch_delete(self, key: str, start_revision: int, wait: float) -> bool:
+        """Wait up to `wait` seconds for `key` to be deleted at or after `start_revision`;
+        True when it was (or the watch ended and the caller should look again)."""
+        body = {"create_request": {"key": b64(key), "start_revision": str(start_revision)}}
+        try:
+            async with self._http.stream(
+                "POST", "/v3/watch", json=body, timeout=httpx.Timeout(max(wait, 0.001))
+            ) as reply:
+                async for line in reply.aiter_lines():
+                    if line.strip() and deleted(json.loads(line)):
+                        return True
+        except httpx.TimeoutException:
+            return False
+        except httpx.TransportError as exc:
+            raise ConnectionError(f"etcd at {self.endpoint} is unreachable: {exc!r}") from exc
+        return True  # the stream ended: look again

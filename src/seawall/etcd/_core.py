@@ -1,0 +1,181 @@
+"""The etcd lock's decisions, without I/O: key layout, lease arithmetic, the requests'
+bodies for etcd's JSON gateway, and which key a waiter watches.
+
+The lock is the queue recipe etcd's own `concurrency.Mutex` uses. Every contender puts a
+key `seawall/lock/{name}/{lease id}` attached to its lease; the key with the lowest create
+revision holds the lock. A waiter watches only the key just ahead of it (the highest
+create revision below its own) and looks again when that key is deleted, so a release
+wakes one waiter, never the herd. A hold's fence is its key's create revision: etcd's
+revision only grows, through restarts and leader changes, so fences strictly increase.
+"""
+
+from __future__ import annotations
+
+import base64
+import math
+import secrets
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from seawall.errors import LockError
+
+PREFIX = "seawall/lock/"
+
+# etcd leases are whole seconds, and a single-member cluster (default timings) raises any
+# ttl below its minimum (about 2 s) to that minimum; the granted ttl is what counts.
+MIN_TTL = 1.0
+
+# A waiter whose watch saw nothing for this long (at most) checks its own lease and looks
+# again: a bound on how long a broken watch could leave it asleep, not a polling period.
+WAIT_SLICE = 5.0
+
+
+# etcd's gRPC status code for a lease (or key) it does not know.
+NOT_FOUND = 5
+
+
+class EtcdError(LockError):
+    """etcd refused a request; `code` is its gRPC status code."""
+
+    def __init__(self, message: str, *, code: int = 0, lock_name: str | None = None) -> None:
+        super().__init__(message, lock_name=lock_name)
+        self.code = code
+
+
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode("ascii")
+
+
+def unb64(text: str) -> str:
+    return base64.b64decode(text).decode()
+
+
+def prefix_of(name: str) -> str:
+    return f"{PREFIX}{name}/"
+
+
+def prefix_end(prefix: str) -> str:
+    """The end of the key range [prefix, end) that holds every key under `prefix`."""
+    raw = prefix.encode()
+    return base64.b64encode(raw[:-1] + bytes([raw[-1] + 1])).decode("ascii")
+
+
+def lease_seconds(ttl: float) -> int:
+    """The whole seconds of lease that cover `ttl` (never shorter than asked)."""
+    return max(1, math.ceil(ttl))
+
+
+def new_lease_id() -> int:
+    """A lease id chosen here, so a grant whose reply is lost can still be revoked."""
+    return secrets.randbelow(2**62 - 1) + 1
+
+
+def token_of(lease: int) -> str:
+    return f"{lease:016x}"
+
+
+def lease_of(token: str) -> int:
+    return int(token, 16)
+
+
+def wait_slice(ttl: float, remaining: float | None) -> float:
+    """How long a waiter's watch may stay silent before it renews its own lease and looks
+    again: a third of the lease (so its queued key never expires), at most WAIT_SLICE."""
+    slice_ = min(ttl / 3, WAIT_SLICE)
+    return slice_ if remaining is None else max(min(slice_, remaining), 0.0)
+
+
+def enqueue_body(prefix: str, key: str, lease: int) -> dict[str, Any]:
+    """A txn that puts `key` (unless already there: a retried request) and lists the two
+    newest keys under `prefix`: the new key and the one just ahead of it."""
+    end = prefix_end(prefix)
+    newest_two = {
+        "key": b64(prefix),
+        "range_end": end,
+        "sort_order": "DESCEND",
+        "sort_target": "CREATE",
+        "limit": 2,
+        "keys_only": True,
+    }
+    return {
+        "compare": [
+            {"key": b64(key), "target": "CREATE", "result": "EQUAL", "create_revision": "0"}
+        ],
+        "success": [
+            {"request_put": {"key": b64(key), "value": "", "lease": str(lease)}},
+            {"request_range": newest_two},
+        ],
+        "failure": [{"request_range": {"key": b64(key)}}],
+    }
+
+
+def recheck_body(prefix: str, key: str, revision: int) -> dict[str, Any]:
+    """A txn that, while `key` still exists with create revision `revision`, lists the
+    newest key ahead of it (none: the lock is ours)."""
+    return {
+        "compare": [
+            {
+                "key": b64(key),
+                "target": "CREATE",
+                "result": "EQUAL",
+                "create_revision": str(revision),
+            }
+        ],
+        "success": [
+            {
+                "request_range": {
+                    "key": b64(prefix),
+                    "range_end": prefix_end(prefix),
+                    "sort_order": "DESCEND",
+                    "sort_target": "CREATE",
+                    "limit": 1,
+                    "keys_only": True,
+                    "max_create_revision": str(revision - 1),
+                }
+            }
+        ],
+    }
+
+
+def kvs_of(response: Mapping[str, Any]) -> list[tuple[str, int]]:
+    """(key, create revision) of each key in a range response."""
+    return [
+        (unb64(kv["key"]), int(kv.get("create_revision", 0))) for kv in response.get("kvs", [])
+    ]
+
+
+def predecessor(listing: Sequence[tuple[str, int]], revision: int) -> str | None:
+    """The key a waiter with create revision `revision` watches: the newest of `listing`
+    created before it; None when no key is ahead (the waiter holds the lock)."""
+    ahead = [(rev, key) for key, rev in listing if 0 < rev < revision]
+    return max(ahead)[1] if ahead else None
+
+
+def enqueued(reply: Mapping[str, Any], key: str) -> tuple[int, str | None, bool]:
+    """From the enqueue txn's reply: our key's create revision, the key to watch, and
+    whether that listing is complete (False: the key was there already, as after a retried
+    request, and the caller must look again with a recheck)."""
+    responses = reply.get("responses", [])
+    if reply.get("succeeded"):
+        revision = int(reply["header"]["revision"])
+        listing = kvs_of(responses[1].get("response_range", {}))
+        return revision, predecessor(listing, revision), True
+    listing = kvs_of(responses[0].get("response_range", {}))
+    return dict(listing)[key], None, False
+
+
+def rechecked(reply: Mapping[str, Any]) -> tuple[bool, str | None]:
+    """From the recheck txn's reply: (our key still exists, the key to watch or None)."""
+    if not reply.get("succeeded"):
+        return False, None
+    listing = kvs_of(reply["responses"][0].get("response_range", {}))
+    return True, listing[0][0] if listing else None
+
+
+def deleted(message: Mapping[str, Any]) -> bool:
+    """Whether one watch message ends the wait: a deletion of the watched key, or a watch
+    the server cancelled or compacted past (then the waiter looks again)."""
+    result = message.get("result", message)
+    if result.get("canceled") or int(result.get("compact_revision", 0) or 0):
+        return True
+    return any(event.get("type") == "DELETE" for event in result.get("events", []))
