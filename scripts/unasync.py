@@ -24,7 +24,7 @@ PAIRS = [
     (SOURCE, TARGET),
     *(
         (ROOT / "src" / "seawall" / family / "_async", ROOT / "src" / "seawall" / family / "_sync")
-        for family in ("etcd",)
+        for family in ("etcd", "zookeeper")
     ),
 ]
 

@@ -1,0 +1,67 @@
+"""One ZooKeeper session per connection string and session timeout, per process.
+
+A session is a kazoo client: a connection, a background thread, and the ephemeral nodes
+that live as long as the session does. Every seawall.zookeeper.Lock of a process (sync
+or asyncio) that names the same hosts shares one, as every lock of a process shares one
+redis-py connection pool; a forked child starts its own (the parent's session is not its).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import os
+import threading
+from typing import Any
+
+from kazoo.client import KazooClient
+from kazoo.retry import KazooRetry
+
+_mutex = threading.Lock()
+_sessions: dict[tuple[int, str, float], Any] = {}
+
+# Reconnecting after the server restarts (or the network heals) must be quick: a session
+# is only kept if the client is back within its timeout.
+_RECONNECT = {"max_tries": -1, "delay": 0.05, "backoff": 2, "max_delay": 0.5}
+
+
+def session_for(hosts: str, session_timeout: float, connect_timeout: float) -> Any:
+    """The started kazoo client of this process for `hosts`; connects on first use
+    (TimeoutError if no server answered within `connect_timeout`)."""
+    key = (os.getpid(), hosts, session_timeout)
+    with _mutex:
+        client = _sessions.get(key)
+        if client is None:
+            client = KazooClient(
+                hosts=hosts,
+                timeout=session_timeout,
+                connection_retry=KazooRetry(**_RECONNECT),
+            )
+            try:
+                client.start(timeout=max(connect_timeout, 0.1))
+            except Exception as exc:
+                client.close()
+                raise TimeoutError(
+                    f"no ZooKeeper server at {hosts} answered within {connect_timeout:g} s: "
+                    "check the connection string and that the ensemble is up"
+                ) from exc
+            _sessions[key] = client
+        return client
+
+
+def granted_timeout(client: Any, asked: float) -> float:
+    """The session timeout the server granted (within its min and max), in seconds."""
+    granted = getattr(client, "_session_timeout", None)
+    return granted / 1000.0 if isinstance(granted, int | float) and granted > 0 else asked
+
+
+@atexit.register
+def close_all() -> None:
+    """Stop every session of this process (tests, interpreter exit)."""
+    with _mutex:
+        clients = [c for key, c in _sessions.items() if key[0] == os.getpid()]
+        _sessions.clear()
+    for client in clients:
+        with contextlib.suppress(Exception):  # best effort at shutdown
+            client.stop()
+            client.close()
