@@ -33,6 +33,7 @@ __all__ = [
     "seawall_cluster",
     "seawall_cluster_client",
     "seawall_cluster_factory",
+    "seawall_etcd",
     "seawall_master_clients",
     "seawall_masters",
     "seawall_masters_factory",
@@ -41,6 +42,7 @@ __all__ = [
     "seawall_server",
     "seawall_server_factory",
     "seawall_url",
+    "seawall_zookeeper",
 ]
 
 MASTER_COUNT = 5
@@ -202,3 +204,29 @@ def seawall_sentinel() -> Iterator[SentinelGroup]:
     group = _launch(lambda: SentinelGroup().start())
     yield group
     group.stop()
+
+
+# -- CP lock backends: etcd and ZooKeeper ----------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def seawall_etcd() -> Iterator[Any]:
+    """A private single-member etcd for the session (`.endpoint` is its client URL);
+    fails naming the Debian package (etcd-server) when the binary is missing. A test that
+    pauses, kills or restarts it leaves it running again for the next test."""
+    from seawall.launcher._etcd import EtcdProcess
+
+    server = _launch(lambda: EtcdProcess().start())
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def seawall_zookeeper() -> Iterator[Any]:
+    """A private standalone ZooKeeper for the session (`.hosts` is its connection
+    string); fails naming the Debian package (zookeeper) when it is missing."""
+    from seawall.launcher._zookeeper import ZooKeeperProcess
+
+    server = _launch(lambda: ZooKeeperProcess().start())
+    yield server
+    server.stop()

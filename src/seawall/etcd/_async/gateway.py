@@ -24,6 +24,11 @@ from seawall.etcd._core import NOT_FOUND, EtcdError, b64, deleted
 # gives up after this long: a frozen etcd must not hang its caller for ever.
 DEFAULT_TIMEOUT = 30.0
 
+# gRPC status codes of a request etcd could not serve now but may serve once it is back:
+# CANCELLED (the gateway's connection to etcd closing), UNAVAILABLE (no leader, timed out).
+RETRYABLE = (1, 14)
+
+
 def _timeout(deadline: float | None) -> httpx.Timeout:
     bound = last_look(deadline)
     seconds = DEFAULT_TIMEOUT if bound is None else bound - _concurrency.monotonic()
@@ -49,6 +54,11 @@ class AsyncGateway:
         except httpx.TransportError as exc:
             raise ConnectionError(f"etcd at {self.endpoint} is unreachable: {exc!r}") from exc
         decoded = reply.json()
+        if decoded.get("code") in RETRYABLE or reply.status_code == 503:
+            # The gateway is up but etcd behind it is not (restarting, no leader yet).
+            raise ConnectionError(
+                f"etcd at {self.endpoint} is unavailable: {decoded.get('message', decoded)}"
+            )
         if "error" in decoded or reply.status_code != 200:
             raise EtcdError(
                 f"etcd at {self.endpoint} refused {path}: {decoded.get('message', decoded)}",
