@@ -85,6 +85,29 @@ def wait_slice(ttl: float, remaining: float | None) -> float:
     return slice_ if remaining is None else max(min(slice_, remaining), 0.0)
 
 
+def renew_at(lease_until: float, ttl: float) -> float:
+    """When to renew a lease that lasts (locally) until `lease_until`: with two thirds
+    of its ttl left, as seawall's Redis locks renew."""
+    return lease_until - ttl * 2 / 3
+
+
+def spare_usable(lease_until: float, ttl: float, now: float) -> bool:
+    """Whether a lease kept from a release may carry a new hold: at least half its ttl
+    left, so the renewer (due at two thirds) has time for retries before it lapses."""
+    return lease_until - now >= ttl / 2
+
+
+def release_body(key: str, fence: int) -> dict[str, Any]:
+    """A txn that deletes `key` only while it is the hold with create revision `fence`
+    (a key whose lease ran out is gone, and the txn then fails: not owned)."""
+    return {
+        "compare": [
+            {"key": b64(key), "target": "CREATE", "result": "EQUAL", "create_revision": str(fence)}
+        ],
+        "success": [{"request_delete_range": {"key": b64(key)}}],
+    }
+
+
 def enqueue_body(prefix: str, key: str, lease: int) -> dict[str, Any]:
     """A txn that puts `key` (unless already there: a retried request) and lists the two
     newest keys under `prefix`: the new key and the one just ahead of it."""
@@ -172,10 +195,18 @@ def rechecked(reply: Mapping[str, Any]) -> tuple[bool, str | None]:
     return True, listing[0][0] if listing else None
 
 
-def deleted(message: Mapping[str, Any]) -> bool:
+def deleted(message: Mapping[str, Any], start_revision: int = 0, look_early: bool = False) -> bool:
     """Whether one watch message ends the wait: a deletion of the watched key, or a watch
-    the server cancelled or compacted past (then the waiter looks again)."""
+    the server cancelled or compacted past (then the waiter looks again).
+
+    With `look_early`, also the watch's creation when the store has moved past
+    `start_revision - 1` meanwhile: etcd replays what a watch missed before it existed
+    only at its next catch-up pass (every 100 ms), so a release that came in that gap is
+    found sooner by looking again at once.
+    """
     result = message.get("result", message)
+    if look_early and result.get("created"):
+        return int(result.get("header", {}).get("revision", 0)) >= start_revision
     if result.get("canceled") or int(result.get("compact_revision", 0) or 0):
         return True
     return any(event.get("type") == "DELETE" for event in result.get("events", []))

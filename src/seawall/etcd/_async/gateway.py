@@ -88,16 +88,18 @@ class AsyncGateway:
             raise
         return True
 
-    async def watch_delete(self, key: str, start_revision: int, wait: float) -> bool:
+    async def watch_delete(
+        self, key: str, start_revision: int, wait: float, look_early: bool = False
+    ) -> bool:
         """Wait up to `wait` seconds for `key` to be deleted at or after `start_revision`;
-        True when it was (or the watch ended and the caller should look again)."""
+        True when it was (or the caller should look again: see `_core.deleted`)."""
         body = {"create_request": {"key": b64(key), "start_revision": str(start_revision)}}
         try:
             async with self._http.stream(
                 "POST", "/v3/watch", json=body, timeout=httpx.Timeout(max(wait, 0.001))
             ) as reply:
                 async for line in reply.aiter_lines():
-                    if line.strip() and deleted(json.loads(line)):
+                    if line.strip() and deleted(json.loads(line), start_revision, look_early):
                         return True
         except httpx.TimeoutException:
             return False

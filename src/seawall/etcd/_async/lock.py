@@ -1,11 +1,13 @@
 """seawall.etcd.aio.Lock: a lock kept by etcd (Raft), with the API of seawall.aio.Lock.
 
-One hold is one etcd lease (chosen here, so a grant whose reply is lost can still be
-revoked) with one key attached to it under the lock's prefix (see seawall.etcd._core for
-the queue recipe). Acquire is a grant and one txn when the lock is free; a waiter watches
-the key just ahead of it and is woken by its deletion. The lease is kept alive at a third
-of its ttl by seawall's shared renewer; release revokes the lease, which deletes the key
-and wakes the next waiter. A holder that dies frees the lock when its lease runs out.
+A hold is one key under the lock's prefix attached to an etcd lease (its id chosen here,
+so a grant whose reply is lost can still be revoked); see seawall.etcd._core for the
+queue recipe. Acquire is one txn when the lock is free (plus a grant when this object has
+no live lease left from an earlier release); a waiter watches the key just ahead of it
+and is woken by its deletion. The lease is kept alive at a third of its ttl by seawall's
+shared renewer while held; release deletes the key (waking the next waiter) and keeps
+the lease for the object's next acquire. A holder that dies frees the lock when its lease
+runs out.
 """
 
 from __future__ import annotations
@@ -65,6 +67,8 @@ class AsyncLock(AsyncHolder):
         self._prefix = _core.prefix_of(name)
         self._table = HoldTable()
         self._gateway: tuple[object, AsyncGateway] | None = None
+        # Leases that releases left alive: (lease id, granted ttl, local deadline).
+        self._spares: list[tuple[int, int, float]] = []
 
     def __repr__(self) -> str:
         state = "held" if self._table.count() else "not held"
@@ -106,48 +110,76 @@ class AsyncLock(AsyncHolder):
         gateway = self._get_gateway()
         seconds = _core.lease_seconds(self.ttl)
         while True:
-            lease = _core.new_lease_id()
-            sent = _concurrency.monotonic()
+            spare = self._take_spare()
             try:
-                granted = await gateway.grant(lease, seconds, deadline)
-                revision = await self._queue(gateway, lease, granted, blocking, deadline)
+                if spare is not None:
+                    lease, granted, lease_until = spare
+                else:
+                    lease = _core.new_lease_id()
+                    sent = _concurrency.monotonic()
+                    granted = await gateway.grant(lease, seconds, deadline)
+                    lease_until = sent + granted
+                queued = await self._queue(
+                    gateway, lease, granted, lease_until, blocking, deadline
+                )
+            except EtcdError as exc:
+                self._revoke_later(lease)
+                if spare is not None and exc.code == _core.NOT_FOUND:
+                    continue  # the spare lease was gone after all: grant a new one
+                raise
             except TimeoutError:
                 self._revoke_later(lease)
                 return False
             except BaseException:
                 self._revoke_later(lease)
                 raise
-            if revision is None:
+            if queued is None:
                 self._revoke_later(lease)
                 return False
+            revision, lease_until = queued
             if revision < 0:  # our queued key expired while we waited: queue again
                 self._revoke_later(lease)
                 continue
-            hold = Hold(_core.token_of(lease), revision, me, float(granted), sent + granted)
+            hold = Hold(_core.token_of(lease), revision, me, float(granted), lease_until)
             self._table.add(hold)
-            get_renewer().add(self, hold, _lease.renew_at(sent, granted))
+            get_renewer().add(self, hold, _core.renew_at(lease_until, granted))
             return True
+
+    def _take_spare(self) -> tuple[int, int, float] | None:
+        """A lease a release of this object left alive, if it has long enough to live
+        (see `_core.spare_usable`); one that has not is revoked."""
+        while self._spares:
+            try:
+                spare = self._spares.pop()
+            except IndexError:  # another thread took it
+                return None
+            if _core.spare_usable(spare[2], spare[1], _concurrency.monotonic()):
+                return spare
+            self._revoke_later(spare[0])
+        return None
 
     async def _queue(
         self,
         gateway: AsyncGateway,
         lease: int,
         ttl: int,
+        lease_until: float,
         blocking: bool,
         deadline: float | None,
-    ) -> int | None:
-        """Queue `lease`'s key and wait for its turn: its create revision once it holds
-        the lock, None when not blocking or past the deadline, -1 if the lease expired."""
+    ) -> tuple[int, float] | None:
+        """Queue `lease`'s key and wait for its turn: (its create revision, the lease's
+        deadline) once it holds the lock, None when not blocking or past the deadline,
+        a revision of -1 if the lease expired meanwhile."""
         key = self._prefix + _core.token_of(lease)
         reply = await gateway.call(
             "/v3/kv/txn", _core.enqueue_body(self._prefix, key, lease), deadline
         )
         revision, ahead, complete = _core.enqueued(reply, key)
         watch_from = int(reply["header"]["revision"]) + 1
-        lease_until = _concurrency.monotonic() + ttl
         if not complete:
             ahead = ""  # unknown: look
         pause = RETRY
+        looked_early = None  # the key ahead for which a watch already looked early
         while ahead is not None:
             if not blocking:
                 return None
@@ -157,11 +189,15 @@ class AsyncLock(AsyncHolder):
             try:
                 if ahead:
                     slice_ = _core.wait_slice(ttl, remaining)
-                    if not await gateway.watch_delete(ahead, watch_from, slice_):
+                    # Once per key ahead: a store that keeps moving (other waiters
+                    # queueing) must not turn the wait into a loop of looks.
+                    early = ahead != looked_early
+                    looked_early = ahead
+                    if not await gateway.watch_delete(ahead, watch_from, slice_, early):
                         # A silent slice: keep our queued key alive, then look again.
                         sent = _concurrency.monotonic()
                         if await gateway.keepalive(lease, deadline) <= 0:
-                            return -1
+                            return -1, lease_until
                         lease_until = sent + ttl
                 reply = await gateway.call(
                     "/v3/kv/txn", _core.recheck_body(self._prefix, key, revision), deadline
@@ -169,16 +205,16 @@ class AsyncLock(AsyncHolder):
             except ConnectionError:
                 # etcd restarting or unreachable: try again while the lease may last.
                 if _concurrency.monotonic() >= lease_until:
-                    return -1
+                    return -1, lease_until
                 await async_sleep(min(pause, left_until(deadline) or pause))
                 pause = min(pause * 2, 1.0)
                 continue
             pause = RETRY
             present, ahead = _core.rechecked(reply)
             if not present:
-                return -1
+                return -1, lease_until
             watch_from = int(reply["header"]["revision"]) + 1
-        return revision
+        return revision, lease_until
 
     def _revoke_later(self, lease: int) -> None:
         """Revoke `lease` in the background (its grant or put may yet happen on a frozen
@@ -201,21 +237,28 @@ class AsyncLock(AsyncHolder):
         async_spawn(revoke, f"revoke of {self._label()}")
 
     async def release(self) -> None:
-        """Give back the caller's hold (revoking its lease wakes the next waiter);
-        LockNotOwnedError if the caller holds none, or if its lease was lost."""
+        """Give back the caller's hold (deleting its key wakes the next waiter);
+        LockNotOwnedError if the caller holds none, or if its lease was lost.
+
+        The lease itself stays alive for this object's next acquire (which then needs no
+        grant); unused, it runs out on its own within the ttl.
+        """
         hold = self._table.take(async_owner())
         if hold is None:
             raise self._not_held("release")
         get_renewer().discard(hold)
         gateway = self._get_gateway()
         lease = _core.lease_of(hold.token)
+        body = _core.release_body(self._prefix + hold.token, hold.fence)
         try:
-            revoked = await gateway.revoke(lease, None)
+            reply = await gateway.call("/v3/kv/txn", body, None)
         except BaseException:
             self._revoke_later(lease)
             raise
-        if not revoked or hold.lost:
+        if not reply.get("succeeded") or hold.lost:
+            self._revoke_later(lease)
             raise self._not_owned(hold, "release")
+        self._spares.append((lease, int(hold.ttl), hold.deadline))
 
     async def locked(self) -> bool:
         """Whether anyone holds the lock now."""
