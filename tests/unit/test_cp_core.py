@@ -32,7 +32,10 @@ def test_etcd_enqueue_reply_gives_revision_and_the_key_ahead() -> None:
             },
         ],
     }
+    reply["responses"][1]["response_range"]["count"] = "2"
     assert etcd_core.enqueued(reply, key) == (31, "seawall/lock/x/b", True)
+    reply["responses"][1]["response_range"]["count"] = "3"
+    assert etcd_core.enqueued(reply, key) == (31, "seawall/lock/x/b", False)
     alone = {
         **reply,
         "responses": [
@@ -40,13 +43,28 @@ def test_etcd_enqueue_reply_gives_revision_and_the_key_ahead() -> None:
             {"response_range": {"kvs": reply["responses"][1]["response_range"]["kvs"][:1]}},
         ],
     }
-    assert etcd_core.enqueued(alone, key) == (31, None, True)
+    assert etcd_core.enqueued(alone, key) == (31, None, False)
+    retried = {
+        "succeeded": False,
+        "responses": [
+            {"response_range": {"kvs": [{"key": etcd_core.b64(key), "create_revision": "30"}]}}
+        ],
+    }
+    assert etcd_core.enqueued(retried, key) == (30, "", False)
 
 
 def test_etcd_recheck_reply_says_when_our_key_is_gone() -> None:
-    assert etcd_core.rechecked({"succeeded": False}) == (False, None)
-    empty = {"succeeded": True, "responses": [{"response_range": {}}]}
-    assert etcd_core.rechecked(empty) == (True, None)
+    assert etcd_core.rechecked({"succeeded": False}) == (False, None, False)
+    empty = {"succeeded": True, "responses": [{"response_range": {}}, {"response_range": {}}]}
+    assert etcd_core.rechecked(empty) == (True, None, False)
+
+    def kvs(*keys: str) -> dict[str, object]:
+        return {"response_range": {"kvs": [{"key": etcd_core.b64(k)} for k in keys]}}
+
+    sole = {"succeeded": True, "responses": [kvs("p/a"), kvs("p/a")]}
+    assert etcd_core.rechecked(sole) == (True, "p/a", True)
+    behind = {"succeeded": True, "responses": [kvs("p/b"), kvs("p/a")]}
+    assert etcd_core.rechecked(behind) == (True, "p/b", False)
 
 
 def test_etcd_prefix_range_covers_exactly_the_prefix() -> None:
@@ -70,11 +88,18 @@ def test_etcd_lease_arithmetic_rounds_up_to_whole_seconds() -> None:
 
 
 def test_etcd_watch_messages_that_end_a_wait() -> None:
-    assert etcd_core.deleted({"result": {"events": [{"type": "DELETE", "kv": {}}]}})
-    assert not etcd_core.deleted({"result": {"created": True}})
-    assert not etcd_core.deleted({"result": {"events": [{"kv": {}}]}})  # a put
-    assert etcd_core.deleted({"result": {"canceled": True}})
-    assert etcd_core.deleted({"result": {"compact_revision": "7"}})
+    outcome = etcd_core.watch_outcome
+    assert outcome({"result": {"events": [{"type": "DELETE", "kv": {}}]}}) == etcd_core.DELETED
+    assert outcome({"result": {"created": True, "header": {"revision": "9"}}}) is None
+    assert outcome({"result": {"events": [{"kv": {}}]}}) is None  # a put
+    assert outcome({"result": {"canceled": True}}) == etcd_core.LOOK
+    assert outcome({"result": {"compact_revision": "7"}}) == etcd_core.LOOK
+    # Created after the store moved past the start: a deletion may wait for etcd's
+    # catch-up pass, so look at once (only when asked to).
+    created = {"result": {"created": True, "header": {"revision": "10"}}}
+    assert outcome(created, 10, look_early=True) == etcd_core.LOOK
+    assert outcome(created, 11, look_early=True) is None
+    assert outcome(created, 10, look_early=False) is None
 
 
 def test_zookeeper_predecessor_by_sequence_not_by_name() -> None:

@@ -134,7 +134,7 @@ def enqueue_body(prefix: str, key: str, lease: int) -> dict[str, Any]:
 
 def recheck_body(prefix: str, key: str, revision: int) -> dict[str, Any]:
     """A txn that, while `key` still exists with create revision `revision`, lists the
-    newest key ahead of it (none: the lock is ours)."""
+    newest key ahead of it (none: the lock is ours) and the oldest key (the holder)."""
     return {
         "compare": [
             {
@@ -155,7 +155,17 @@ def recheck_body(prefix: str, key: str, revision: int) -> dict[str, Any]:
                     "keys_only": True,
                     "max_create_revision": str(revision - 1),
                 }
-            }
+            },
+            {
+                "request_range": {
+                    "key": b64(prefix),
+                    "range_end": prefix_end(prefix),
+                    "sort_order": "ASCEND",
+                    "sort_target": "CREATE",
+                    "limit": 1,
+                    "keys_only": True,
+                }
+            },
         ],
     }
 
@@ -175,38 +185,55 @@ def predecessor(listing: Sequence[tuple[str, int]], revision: int) -> str | None
 
 
 def enqueued(reply: Mapping[str, Any], key: str) -> tuple[int, str | None, bool]:
-    """From the enqueue txn's reply: our key's create revision, the key to watch, and
-    whether that listing is complete (False: the key was there already, as after a retried
-    request, and the caller must look again with a recheck)."""
+    """From the enqueue txn's reply: our key's create revision, the key to watch (None:
+    the lock is ours; "": unknown, look with a recheck, as after a retried request whose
+    key was there already), and whether that key is the only one ahead of ours."""
     responses = reply.get("responses", [])
     if reply.get("succeeded"):
         revision = int(reply["header"]["revision"])
-        listing = kvs_of(responses[1].get("response_range", {}))
-        return revision, predecessor(listing, revision), True
+        newest = responses[1].get("response_range", {})
+        ahead = predecessor(kvs_of(newest), revision)
+        # Nothing is created after our key within the txn: every other key is ahead.
+        return revision, ahead, ahead is not None and int(newest.get("count", 0)) == 2
     listing = kvs_of(responses[0].get("response_range", {}))
-    return dict(listing)[key], None, False
+    return dict(listing)[key], "", False
 
 
-def rechecked(reply: Mapping[str, Any]) -> tuple[bool, str | None]:
-    """From the recheck txn's reply: (our key still exists, the key to watch or None)."""
+def rechecked(reply: Mapping[str, Any]) -> tuple[bool, str | None, bool]:
+    """From the recheck txn's reply: (our key still exists, the key to watch or None,
+    whether that key is the only one ahead: it is also the oldest)."""
     if not reply.get("succeeded"):
-        return False, None
-    listing = kvs_of(reply["responses"][0].get("response_range", {}))
-    return True, listing[0][0] if listing else None
+        return False, None, False
+    newest_ahead = kvs_of(reply["responses"][0].get("response_range", {}))
+    oldest = kvs_of(reply["responses"][1].get("response_range", {}))
+    if not newest_ahead:
+        return True, None, False
+    ahead = newest_ahead[0][0]
+    return True, ahead, bool(oldest) and oldest[0][0] == ahead
 
 
-def deleted(message: Mapping[str, Any], start_revision: int = 0, look_early: bool = False) -> bool:
-    """Whether one watch message ends the wait: a deletion of the watched key, or a watch
-    the server cancelled or compacted past (then the waiter looks again).
+# What one watch message means to a waiter (None: nothing yet, read on).
+SILENT = 0  # the watch saw nothing within its time
+DELETED = 1  # the watched key was deleted
+LOOK = 2  # look again: the watch ended, was cancelled or compacted, or may have missed it
 
-    With `look_early`, also the watch's creation when the store has moved past
-    `start_revision - 1` meanwhile: etcd replays what a watch missed before it existed
-    only at its next catch-up pass (every 100 ms), so a release that came in that gap is
-    found sooner by looking again at once.
+
+def watch_outcome(
+    message: Mapping[str, Any], start_revision: int = 0, look_early: bool = False
+) -> int | None:
+    """What one watch message tells a waiter watching a key from `start_revision`.
+
+    With `look_early`, the watch's creation when the store has moved past
+    `start_revision - 1` meanwhile is LOOK: etcd replays what a watch missed before it
+    existed only at its next catch-up pass (every 100 ms), so a release that came in that
+    gap is found sooner by looking again at once.
     """
     result = message.get("result", message)
-    if look_early and result.get("created"):
-        return int(result.get("header", {}).get("revision", 0)) >= start_revision
+    if any(event.get("type") == "DELETE" for event in result.get("events", [])):
+        return DELETED
     if result.get("canceled") or int(result.get("compact_revision", 0) or 0):
-        return True
-    return any(event.get("type") == "DELETE" for event in result.get("events", []))
+        return LOOK
+    if look_early and result.get("created"):
+        moved = int(result.get("header", {}).get("revision", 0)) >= start_revision
+        return LOOK if moved else None
+    return None

@@ -18,7 +18,7 @@ import httpx
 
 from seawall import _concurrency
 from seawall._bounded import last_look
-from seawall.etcd._core import NOT_FOUND, EtcdError, b64, deleted
+from seawall.etcd._core import LOOK, NOT_FOUND, SILENT, EtcdError, b64, watch_outcome
 
 # A request with no deadline of its own (a release, a keepalive with a far lease) still
 # gives up after this long: a frozen etcd must not hang its caller for ever.
@@ -90,19 +90,22 @@ class AsyncGateway:
 
     async def watch_delete(
         self, key: str, start_revision: int, wait: float, look_early: bool = False
-    ) -> bool:
-        """Wait up to `wait` seconds for `key` to be deleted at or after `start_revision`;
-        True when it was (or the caller should look again: see `_core.deleted`)."""
+    ) -> int:
+        """Wait up to `wait` seconds for `key` to be deleted at or after `start_revision`:
+        `_core.DELETED`, `_core.SILENT` (nothing in time) or `_core.LOOK` (look again)."""
         body = {"create_request": {"key": b64(key), "start_revision": str(start_revision)}}
         try:
             async with self._http.stream(
                 "POST", "/v3/watch", json=body, timeout=httpx.Timeout(max(wait, 0.001))
             ) as reply:
                 async for line in reply.aiter_lines():
-                    if line.strip() and deleted(json.loads(line), start_revision, look_early):
-                        return True
+                    if not line.strip():
+                        continue
+                    outcome = watch_outcome(json.loads(line), start_revision, look_early)
+                    if outcome is not None:
+                        return outcome
         except httpx.TimeoutException:
-            return False
+            return SILENT
         except httpx.TransportError as exc:
             raise ConnectionError(f"etcd at {self.endpoint} is unreachable: {exc!r}") from exc
-        return True  # the stream ended: look again
+        return LOOK  # the stream ended

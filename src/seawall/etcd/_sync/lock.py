@@ -175,10 +175,8 @@ class Lock(Holder):
         reply = gateway.call(
             "/v3/kv/txn", _core.enqueue_body(self._prefix, key, lease), deadline
         )
-        revision, ahead, complete = _core.enqueued(reply, key)
+        revision, ahead, sole = _core.enqueued(reply, key)
         watch_from = int(reply["header"]["revision"]) + 1
-        if not complete:
-            ahead = ""  # unknown: look
         pause = RETRY
         looked_early = None  # the key ahead for which a watch already looked early
         while ahead is not None:
@@ -194,12 +192,21 @@ class Lock(Holder):
                     # queueing) must not turn the wait into a loop of looks.
                     early = ahead != looked_early
                     looked_early = ahead
-                    if not gateway.watch_delete(ahead, watch_from, slice_, early):
+                    outcome = gateway.watch_delete(ahead, watch_from, slice_, early)
+                    if outcome == _core.SILENT:
                         # A silent slice: keep our queued key alive, then look again.
                         sent = _concurrency.monotonic()
                         if gateway.keepalive(lease, deadline) <= 0:
                             return -1, lease_until
                         lease_until = sent + ttl
+                    elif (
+                        outcome == _core.DELETED
+                        and sole
+                        and _concurrency.monotonic() < lease_until
+                    ):
+                        # The only key ahead is gone and ours still lives (its lease
+                        # has not run out): the lock is ours, with no look needed.
+                        return revision, lease_until
                 reply = gateway.call(
                     "/v3/kv/txn", _core.recheck_body(self._prefix, key, revision), deadline
                 )
@@ -211,7 +218,7 @@ class Lock(Holder):
                 pause = min(pause * 2, 1.0)
                 continue
             pause = RETRY
-            present, ahead = _core.rechecked(reply)
+            present, ahead, sole = _core.rechecked(reply)
             if not present:
                 return -1, lease_until
             watch_from = int(reply["header"]["revision"]) + 1
