@@ -15,18 +15,27 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kazoo.exceptions import KazooException, NoNodeError, SessionExpiredError
+from kazoo.exceptions import (
+    ConnectionLoss,
+    KazooException,
+    NoNodeError,
+    SessionExpiredError,
+)
 
 from seawall import _concurrency, _lease
 from seawall._async.holder import AsyncHolder, Hold, HoldTable, left_until
 from seawall._async.renewer import get_renewer
 from seawall._bounded import last_look
-from seawall._concurrency import async_offload, async_owner
+from seawall._concurrency import async_offload, async_owner, async_sleep
 from seawall._validate import check_acquire_wait, check_name, check_seconds, check_timeout
 from seawall.errors import LockError, LockNotOwnedError, LockTimeout
 from seawall.zookeeper import _core
 from seawall.zookeeper._calls import AsyncSignal, async_result
 from seawall.zookeeper._session import granted_timeout, session_for
+
+# A request that lost its connection (the server restarting) is tried again after this
+# long, doubling up to a second.
+RETRY = 0.05
 
 # Connecting the process's session the first time waits at most this long without a
 # timeout of the caller's own.
@@ -148,10 +157,22 @@ class AsyncLock(AsyncHolder):
         """Wait until `path` is the first node; False when not blocking or past the
         deadline. LockError if the node vanished (the session expired meanwhile)."""
         mine = path.rsplit("/", 1)[1]
+        pause = RETRY
         while True:
-            children = await async_result(
-                client.get_children_async(self._parent), last_look(deadline)
-            )
+            try:
+                children = await async_result(
+                    client.get_children_async(self._parent), last_look(deadline)
+                )
+            except ConnectionLoss:
+                # The server is restarting or the connection broke: kazoo reconnects
+                # within the session, and the queued node (ephemeral) stays ours.
+                remaining = left_until(deadline)
+                if not blocking or (remaining is not None and remaining <= pause):
+                    return False
+                await async_sleep(pause)
+                pause = min(pause * 2, 1.0)
+                continue
+            pause = RETRY
             if mine not in children:
                 raise LockError(
                     f"lock {self.name!r}: this process's ZooKeeper session expired while it "
@@ -165,10 +186,13 @@ class AsyncLock(AsyncHolder):
             if not blocking or (remaining is not None and remaining <= 0):
                 return False
             signal = AsyncSignal()
-            stat = await async_result(
-                client.exists_async(f"{self._parent}/{ahead}", watch=signal.set),
-                last_look(deadline),
-            )
+            try:
+                stat = await async_result(
+                    client.exists_async(f"{self._parent}/{ahead}", watch=signal.set),
+                    last_look(deadline),
+                )
+            except ConnectionLoss:
+                continue  # looked at again (and retried) above
             if stat is None:
                 continue  # gone before the watch was set: look again at once
             await signal.wait(min(_core.WAIT_SLICE, remaining or _core.WAIT_SLICE))
