@@ -152,12 +152,13 @@ def test_a_killed_holder_frees_the_lock_within_its_lease(backend: Backend) -> No
     proc.join()
     killed = time.monotonic()
     lock = backend.lock(name)
-    assert lock.acquire(timeout=ttl + 5.0)
+    assert lock.acquire(timeout=ttl + 8.0)
     waited = time.monotonic() - killed
     assert lock.fence > dead_fence
     lock.release()
-    # Freed by the lease or session running out, not before it could have.
-    assert waited < ttl + 4.0, waited
+    # Freed once the lease or session ran out (etcd looks for expired leases every 0.5 s,
+    # ZooKeeper every tick), with room for a loaded machine.
+    assert waited < ttl + 6.0, waited
 
 
 def test_a_paused_holder_is_fenced_out_and_cannot_release(

@@ -229,4 +229,10 @@ def seawall_zookeeper() -> Iterator[Any]:
 
     server = _launch(lambda: ZooKeeperProcess().start())
     yield server
+    try:
+        from seawall.zookeeper._session import close_all
+    except ImportError:  # kazoo not installed: no session to close
+        pass
+    else:
+        close_all(server.hosts)  # before the server goes, or kazoo retries for ever
     server.stop()

@@ -49,6 +49,12 @@ def session_for(hosts: str, session_timeout: float, connect_timeout: float) -> A
         return client
 
 
+def is_open(client: Any) -> bool:
+    """Whether `client` is still one of this process's sessions (not closed)."""
+    with _mutex:
+        return any(each is client for each in _sessions.values())
+
+
 def granted_timeout(client: Any, asked: float) -> float:
     """The session timeout the server granted (within its min and max), in seconds."""
     granted = getattr(client, "_session_timeout", None)
@@ -56,11 +62,13 @@ def granted_timeout(client: Any, asked: float) -> float:
 
 
 @atexit.register
-def close_all() -> None:
-    """Stop every session of this process (tests, interpreter exit)."""
+def close_all(hosts: str | None = None) -> None:
+    """Stop this process's sessions (to `hosts` only, if given): before a test server
+    stops, and at interpreter exit. Locks using them connect again on their next use."""
     with _mutex:
-        clients = [c for key, c in _sessions.items() if key[0] == os.getpid()]
-        _sessions.clear()
+        keys = [key for key in _sessions if hosts is None or key[1] == hosts]
+        clients = [_sessions.pop(key) for key in keys]
+        clients = [c for key, c in zip(keys, clients, strict=True) if key[0] == os.getpid()]
     for client in clients:
         with contextlib.suppress(Exception):  # best effort at shutdown
             client.stop()

@@ -31,7 +31,7 @@ from seawall._validate import check_acquire_wait, check_name, check_seconds, che
 from seawall.errors import LockError, LockNotOwnedError, LockTimeout
 from seawall.zookeeper import _core
 from seawall.zookeeper._calls import AsyncSignal, async_result
-from seawall.zookeeper._session import granted_timeout, session_for
+from seawall.zookeeper._session import granted_timeout, is_open, session_for
 
 # A request that lost its connection (the server restarting) is tried again after this
 # long, doubling up to a second.
@@ -95,7 +95,7 @@ class AsyncLock(AsyncHolder):
         return self._parent
 
     async def _session(self, deadline: float | None) -> Any:
-        if self._client is None:
+        if self._client is None or not is_open(self._client):
             left = left_until(deadline)
             wait = CONNECT_TIMEOUT if left is None else max(left, _lease.MIN_RETRY)
             self._client = await async_offload(
