@@ -18,11 +18,11 @@ from typing import Any
 from seawall import _concurrency, _lease
 from seawall._async.holder import AsyncHolder, Hold, HoldTable, left_until
 from seawall._async.renewer import get_renewer
-from seawall._concurrency import async_owner, async_scope, async_sleep, async_spawn
+from seawall._concurrency import async_owner, async_sleep, async_spawn
 from seawall._validate import check_acquire_wait, check_name, check_seconds, check_timeout
 from seawall.errors import LockError, LockNotOwnedError, LockTimeout
 from seawall.etcd import _core
-from seawall.etcd._async.gateway import AsyncGateway
+from seawall.etcd._async.gateway import AsyncGateway, get_gateway
 from seawall.etcd._core import EtcdError
 
 # After a broken watch (etcd restarting, a dropped connection) a waiter tries again after
@@ -66,7 +66,6 @@ class AsyncLock(AsyncHolder):
         self._on_lost = on_lost
         self._prefix = _core.prefix_of(name)
         self._table = HoldTable()
-        self._gateway: tuple[object, AsyncGateway] | None = None
         # Leases that releases left alive: (lease id, granted ttl, local deadline).
         self._spares: list[tuple[int, int, float]] = []
 
@@ -80,17 +79,7 @@ class AsyncLock(AsyncHolder):
         return self._prefix
 
     def _get_gateway(self) -> AsyncGateway:
-        here = async_scope()
-        cached = self._gateway
-        if cached is None or cached[0] is not here:
-            cached = self._gateway = (here, AsyncGateway(self.endpoint))
-        return cached[1]
-
-    async def aclose(self) -> None:
-        """Close this object's connections to etcd (holds are not released)."""
-        if self._gateway is not None:
-            await self._gateway[1].aclose()
-            self._gateway = None
+        return get_gateway(self.endpoint)
 
     async def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
         """Take the lock; True when taken, False when `timeout` passed (or not blocking).

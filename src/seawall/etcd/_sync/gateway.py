@@ -13,12 +13,15 @@ streams one JSON message per line until the client closes it.
 from __future__ import annotations
 
 import json
+import threading
+import weakref
 from typing import Any
 
 import httpx
 
 from seawall import _concurrency
 from seawall._bounded import last_look
+from seawall._concurrency import scope
 from seawall.etcd._core import LOOK, NOT_FOUND, SILENT, EtcdError, b64, watch_outcome
 
 # A request with no deadline of its own (a release, a keepalive with a far lease) still
@@ -110,3 +113,23 @@ class Gateway:
         except httpx.TransportError as exc:
             raise ConnectionError(f"etcd at {self.endpoint} is unreachable: {exc!r}") from exc
         return LOOK  # the stream ended
+
+
+# One gateway (one connection pool) per endpoint per event loop, or per process in sync
+# code: making an httpx client costs about 20 ms (its TLS context), too much for a lock
+# made per request, and a pool shared by every lock of the process reuses connections.
+_gateways: weakref.WeakKeyDictionary[object, dict[str, Gateway]] = (
+    weakref.WeakKeyDictionary()
+)
+_gateways_mutex = threading.Lock()
+
+
+def get_gateway(endpoint: str) -> Gateway:
+    """The shared gateway to `endpoint` of the running event loop (sync: this process)."""
+    here = scope()
+    with _gateways_mutex:
+        per_scope = _gateways.setdefault(here, {})
+        gateway = per_scope.get(endpoint)
+        if gateway is None:
+            gateway = per_scope[endpoint] = Gateway(endpoint)
+        return gateway

@@ -19,11 +19,11 @@ from typing import Any
 from seawall import _concurrency, _lease
 from seawall._sync.holder import Holder, Hold, HoldTable, left_until
 from seawall._sync.renewer import get_renewer
-from seawall._concurrency import owner, scope, sleep, spawn
+from seawall._concurrency import owner, sleep, spawn
 from seawall._validate import check_acquire_wait, check_name, check_seconds, check_timeout
 from seawall.errors import LockError, LockNotOwnedError, LockTimeout
 from seawall.etcd import _core
-from seawall.etcd._sync.gateway import Gateway
+from seawall.etcd._sync.gateway import Gateway, get_gateway
 from seawall.etcd._core import EtcdError
 
 # After a broken watch (etcd restarting, a dropped connection) a waiter tries again after
@@ -67,7 +67,6 @@ class Lock(Holder):
         self._on_lost = on_lost
         self._prefix = _core.prefix_of(name)
         self._table = HoldTable()
-        self._gateway: tuple[object, Gateway] | None = None
         # Leases that releases left alive: (lease id, granted ttl, local deadline).
         self._spares: list[tuple[int, int, float]] = []
 
@@ -81,17 +80,7 @@ class Lock(Holder):
         return self._prefix
 
     def _get_gateway(self) -> Gateway:
-        here = scope()
-        cached = self._gateway
-        if cached is None or cached[0] is not here:
-            cached = self._gateway = (here, Gateway(self.endpoint))
-        return cached[1]
-
-    def close(self) -> None:
-        """Close this object's connections to etcd (holds are not released)."""
-        if self._gateway is not None:
-            self._gateway[1].close()
-            self._gateway = None
+        return get_gateway(self.endpoint)
 
     def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
         """Take the lock; True when taken, False when `timeout` passed (or not blocking).
