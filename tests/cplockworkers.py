@@ -11,16 +11,14 @@ from typing import Any
 import redis
 
 import seawall
+import seawall.etcd  # imported here, so the forkserver's children start with them
+import seawall.zookeeper
 
 
 def make_lock(backend: str, address: str, name: str, ttl: float = 10.0, **kwargs: Any) -> Any:
     """A sync lock of `backend`; `ttl` is the etcd lease or the ZooKeeper session timeout."""
     if backend == "etcd":
-        import seawall.etcd
-
         return seawall.etcd.Lock(address, name, ttl=ttl, **kwargs)
-    import seawall.zookeeper
-
     return seawall.zookeeper.Lock(address, name, session_timeout=ttl, **kwargs)
 
 

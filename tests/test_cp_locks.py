@@ -232,28 +232,6 @@ def test_timeouts_hold_against_a_frozen_server(backend: Backend) -> None:
     other.release()
 
 
-def test_holds_and_waiters_survive_a_server_restart(backend: Backend) -> None:
-    name = fresh()
-    lock, waiter = backend.lock(name, ttl=10.0), backend.lock(name, ttl=10.0)
-    assert lock.acquire()
-    fence = lock.fence
-    got = threading.Event()
-    thread = threading.Thread(target=lambda: waiter.acquire(timeout=30.0) and got.set())
-    thread.start()
-    time.sleep(0.3)
-    backend.server.restart()
-    deadline = time.monotonic() + 10.0
-    while not lock.owned():  # the client reconnects; the hold was kept
-        assert time.monotonic() < deadline, "the hold did not survive the restart"
-        time.sleep(0.05)
-    assert not got.is_set()
-    lock.release()
-    assert got.wait(10.0), "the waiter was not given the lock after the restart"
-    thread.join()
-    assert waiter.fence > fence
-    waiter.release()
-
-
 def test_asyncio_twin(backend: Backend) -> None:
     async def main() -> None:
         name = fresh()
@@ -275,3 +253,47 @@ def test_asyncio_twin(backend: Backend) -> None:
             await lock.acquire(False, 1)
 
     asyncio.run(main())
+
+
+def test_a_server_restart_keeps_holds_within_their_lease_and_frees_lost_ones(
+    backend: Backend,
+) -> None:
+    """One restart, two holds. The server is down longer than the short hold's lease and
+    shorter than the long one's. The long hold survives (the client reconnects, the
+    server restored its lease or session) and its waiter gets the lock on release. The
+    short hold is reported lost; the server restores it too, but seawall gives it up by
+    itself, so it never blocks the lock."""
+    # 2 s: etcd's shortest lease, and a ZooKeeper session that outlives the restart (so
+    # the server would keep its node for as long as the process's session lives).
+    kept_name, lost_name, short = fresh(), fresh(), 2.0
+    kept, waiter = backend.lock(kept_name, ttl=10.0), backend.lock(kept_name, ttl=10.0)
+    lost = threading.Event()
+    doomed = backend.lock(lost_name, ttl=short, on_lost=lambda _: lost.set())
+    assert kept.acquire() and doomed.acquire()
+    fence = kept.fence
+    got = threading.Event()
+    thread = threading.Thread(target=lambda: waiter.acquire(timeout=30.0) and got.set())
+    thread.start()
+    time.sleep(0.2)
+    backend.server.kill()
+    try:
+        assert lost.wait(short + 5.0), "on_lost never fired while the server was down"
+    finally:
+        backend.server.restart()
+    assert not doomed.owned()
+    # Freed without the short holder's release: seawall gave the lost hold up by itself.
+    other = backend.lock(lost_name)
+    assert other.acquire(timeout=short + 10.0), "the lost hold still blocks the lock"
+    with pytest.raises(seawall.LockNotOwnedError, match="was lost"):
+        doomed.release()
+    other.release()
+    deadline = time.monotonic() + 10.0
+    while not kept.owned():  # the client reconnects; the hold was kept
+        assert time.monotonic() < deadline, "the hold did not survive the restart"
+        time.sleep(0.05)
+    assert not got.is_set()
+    kept.release()
+    assert got.wait(10.0), "the waiter was not given the lock after the restart"
+    thread.join()
+    assert waiter.fence > fence
+    waiter.release()

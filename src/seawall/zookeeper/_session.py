@@ -10,12 +10,20 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import logging
 import os
 import threading
+import time
 from typing import Any
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError, SessionExpiredError
 from kazoo.retry import KazooRetry
+
+log = logging.getLogger("seawall")
+
+# How long a background deletion keeps trying while the ensemble is unreachable.
+DELETE_GIVE_UP = 600.0
 
 _mutex = threading.Lock()
 _sessions: dict[tuple[int, str, float], Any] = {}
@@ -47,6 +55,38 @@ def session_for(hosts: str, session_timeout: float, connect_timeout: float) -> A
                 ) from exc
             _sessions[key] = client
         return client
+
+
+def delete_eventually(client: Any, path: str, *, pause: float = 0.05) -> None:
+    """Delete our node `path` in the background, retrying (50 ms, doubling to 1 s) while
+    the ensemble cannot be reached: a node that outlived its hold (given up, lost) must
+    not block the lock while this process's session lives, which can be for ever.
+
+    Runs on kazoo's own thread and timers, so it needs no event loop and never blocks
+    the caller. Done when the node is gone, or went with an expired session."""
+    started = time.monotonic()
+
+    def attempt(delay: float) -> None:
+        try:
+            pending = client.delete_async(path)
+        except Exception as exc:  # the client was closed: its session and nodes are gone
+            log.debug("seawall: not deleting %s: %r", path, exc)
+            return
+
+        def done(result: Any) -> None:
+            exc = result.exception
+            if exc is None or isinstance(exc, NoNodeError | SessionExpiredError):
+                return
+            if time.monotonic() - started > DELETE_GIVE_UP or not is_open(client):
+                log.warning("seawall: gave up deleting ZooKeeper node %s: %r", path, exc)
+                return
+            retry = threading.Timer(delay, attempt, args=(min(delay * 2, 1.0),))
+            retry.daemon = True
+            retry.start()
+
+        pending.rawlink(done)
+
+    attempt(pause)
 
 
 def is_open(client: Any) -> bool:

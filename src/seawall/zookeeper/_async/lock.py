@@ -31,7 +31,12 @@ from seawall._validate import check_acquire_wait, check_name, check_seconds, che
 from seawall.errors import LockError, LockNotOwnedError, LockTimeout
 from seawall.zookeeper import _core
 from seawall.zookeeper._calls import AsyncSignal, async_result
-from seawall.zookeeper._session import granted_timeout, is_open, session_for
+from seawall.zookeeper._session import (
+    delete_eventually,
+    granted_timeout,
+    is_open,
+    session_for,
+)
 
 # A request that lost its connection (the server restarting) is tried again after this
 # long, doubling up to a second.
@@ -49,7 +54,7 @@ def _delete_when_created(pending: Any, client: Any) -> None:
 
     def created(result: Any) -> None:
         if result.exception is None:
-            client.delete_async(result.value[0])
+            delete_eventually(client, result.value[0])
 
     pending.rawlink(created)
 
@@ -210,7 +215,7 @@ class AsyncLock(AsyncHolder):
         except (NoNodeError, SessionExpiredError):
             raise self._not_owned(hold, "release") from None
         except BaseException:
-            client.delete_async(hold.token)  # best effort; the session bounds the damage
+            delete_eventually(client, hold.token)
             raise
         if hold.lost:
             raise self._not_owned(hold, "release")
@@ -261,7 +266,7 @@ class AsyncLock(AsyncHolder):
         """Mark `hold` lost and delete its node: a session that outlived our deadline (a
         server restarted after it) must not keep blocking the next holder."""
         self._mark_lost(hold)
-        self._client.delete_async(hold.token)
+        delete_eventually(self._client, hold.token)
 
     def _label(self) -> str:
         return f"zookeeper lock {self.name!r}"

@@ -32,7 +32,12 @@ from seawall._validate import check_acquire_wait, check_name, check_seconds, che
 from seawall.errors import LockError, LockNotOwnedError, LockTimeout
 from seawall.zookeeper import _core
 from seawall.zookeeper._calls import Signal, result
-from seawall.zookeeper._session import granted_timeout, is_open, session_for
+from seawall.zookeeper._session import (
+    delete_eventually,
+    granted_timeout,
+    is_open,
+    session_for,
+)
 
 # A request that lost its connection (the server restarting) is tried again after this
 # long, doubling up to a second.
@@ -50,7 +55,7 @@ def _delete_when_created(pending: Any, client: Any) -> None:
 
     def created(result: Any) -> None:
         if result.exception is None:
-            client.delete_async(result.value[0])
+            delete_eventually(client, result.value[0])
 
     pending.rawlink(created)
 
@@ -211,7 +216,7 @@ class Lock(Holder):
         except (NoNodeError, SessionExpiredError):
             raise self._not_owned(hold, "release") from None
         except BaseException:
-            client.delete_async(hold.token)  # best effort; the session bounds the damage
+            delete_eventually(client, hold.token)
             raise
         if hold.lost:
             raise self._not_owned(hold, "release")
@@ -262,7 +267,7 @@ class Lock(Holder):
         """Mark `hold` lost and delete its node: a session that outlived our deadline (a
         server restarted after it) must not keep blocking the next holder."""
         self._mark_lost(hold)
-        self._client.delete_async(hold.token)
+        delete_eventually(self._client, hold.token)
 
     def _label(self) -> str:
         return f"zookeeper lock {self.name!r}"
