@@ -17,6 +17,6 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     ) from exc
 
 from seawall.etcd._core import EtcdError
-from seawall.etcd._sync.lock import Lock
+from seawall.etcd._sync.lock import EtcdLock as Lock
 
 __all__ = ["EtcdError", "Lock"]

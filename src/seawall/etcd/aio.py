@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from seawall.etcd._async.lock import AsyncLock as Lock
+from seawall.etcd._async.lock import AsyncEtcdLock as Lock
 from seawall.etcd._core import EtcdError
 
 __all__ = ["EtcdError", "Lock"]

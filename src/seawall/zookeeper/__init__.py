@@ -18,6 +18,6 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
         "pip install 'seawall[zookeeper]'"
     ) from exc
 
-from seawall.zookeeper._sync.lock import Lock
+from seawall.zookeeper._sync.lock import ZooKeeperLock as Lock
 
 __all__ = ["Lock"]

@@ -3,6 +3,6 @@ methods; kazoo's replies are handed to the event loop, no thread blocks per wait
 
 from __future__ import annotations
 
-from seawall.zookeeper._async.lock import AsyncLock as Lock
+from seawall.zookeeper._async.lock import AsyncZooKeeperLock as Lock
 
 __all__ = ["Lock"]

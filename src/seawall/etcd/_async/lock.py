@@ -39,9 +39,10 @@ def check_endpoint(endpoint: Any) -> str:
     return endpoint
 
 
-class AsyncLock(AsyncHolder):
-    """A lock kept by an etcd cluster: granted by a Raft majority, so a failover never
-    grants it twice. Same API as seawall.aio.Lock (without extend and replicas).
+class AsyncEtcdLock(AsyncHolder):
+    """seawall.etcd.aio.Lock: a lock kept by an etcd cluster, granted by a Raft
+    majority, so a failover never grants it twice. The API of seawall.aio.Lock (without
+    extend and replicas).
 
     `ttl` is the lease: a holder (or waiter) that stops renewing it, because it died,
     froze or lost etcd, loses its place within `ttl` (whole seconds, rounded up; etcd may
@@ -55,7 +56,7 @@ class AsyncLock(AsyncHolder):
         ttl: float = 10.0,
         *,
         timeout: float | None = None,
-        on_lost: Callable[[AsyncLock], Any] | None = None,
+        on_lost: Callable[[AsyncEtcdLock], Any] | None = None,
     ) -> None:
         self.endpoint = check_endpoint(endpoint)
         self.name = check_name(name, "etcd Lock")
@@ -123,7 +124,10 @@ class AsyncLock(AsyncHolder):
                 self._revoke_later(lease)
                 raise
             if queued is None:
-                self._revoke_later(lease)
+                if blocking:  # timed out: etcd may be slow, give back in the background
+                    self._revoke_later(lease)
+                else:
+                    await self._withdraw(gateway, lease, granted, lease_until)
                 return False
             revision, lease_until = queued
             if revision < 0:  # our queued key expired while we waited: queue again
@@ -133,6 +137,22 @@ class AsyncLock(AsyncHolder):
             self._table.add(hold)
             get_renewer().add(self, hold, _core.renew_at(lease_until, granted))
             return True
+
+    async def _withdraw(
+        self, gateway: AsyncGateway, lease: int, granted: int, lease_until: float
+    ) -> None:
+        """Take back a failed try's queued key and keep its lease for the next try (a
+        try-lock loop then costs one txn and one delete per try, no grant)."""
+        key = _core.b64(self._prefix + _core.token_of(lease))
+        try:
+            await gateway.call("/v3/kv/deleterange", {"key": key}, None)
+        except Exception:
+            self._revoke_later(lease)
+            return
+        except BaseException:
+            self._revoke_later(lease)
+            raise
+        self._spares.append((lease, granted, lease_until))
 
     def _take_spare(self) -> tuple[int, int, float] | None:
         """A lease a release of this object left alive, if it has long enough to live

@@ -40,9 +40,10 @@ def check_endpoint(endpoint: Any) -> str:
     return endpoint
 
 
-class Lock(Holder):
-    """A lock kept by an etcd cluster: granted by a Raft majority, so a failover never
-    grants it twice. Same API as seawall.Lock (without extend and replicas).
+class EtcdLock(Holder):
+    """seawall.etcd.Lock: a lock kept by an etcd cluster, granted by a Raft
+    majority, so a failover never grants it twice. The API of seawall.Lock (without
+    extend and replicas).
 
     `ttl` is the lease: a holder (or waiter) that stops renewing it, because it died,
     froze or lost etcd, loses its place within `ttl` (whole seconds, rounded up; etcd may
@@ -56,7 +57,7 @@ class Lock(Holder):
         ttl: float = 10.0,
         *,
         timeout: float | None = None,
-        on_lost: Callable[[Lock], Any] | None = None,
+        on_lost: Callable[[EtcdLock], Any] | None = None,
     ) -> None:
         self.endpoint = check_endpoint(endpoint)
         self.name = check_name(name, "etcd Lock")
@@ -124,7 +125,10 @@ class Lock(Holder):
                 self._revoke_later(lease)
                 raise
             if queued is None:
-                self._revoke_later(lease)
+                if blocking:  # timed out: etcd may be slow, give back in the background
+                    self._revoke_later(lease)
+                else:
+                    self._withdraw(gateway, lease, granted, lease_until)
                 return False
             revision, lease_until = queued
             if revision < 0:  # our queued key expired while we waited: queue again
@@ -134,6 +138,22 @@ class Lock(Holder):
             self._table.add(hold)
             get_renewer().add(self, hold, _core.renew_at(lease_until, granted))
             return True
+
+    def _withdraw(
+        self, gateway: Gateway, lease: int, granted: int, lease_until: float
+    ) -> None:
+        """Take back a failed try's queued key and keep its lease for the next try (a
+        try-lock loop then costs one txn and one delete per try, no grant)."""
+        key = _core.b64(self._prefix + _core.token_of(lease))
+        try:
+            gateway.call("/v3/kv/deleterange", {"key": key}, None)
+        except Exception:
+            self._revoke_later(lease)
+            return
+        except BaseException:
+            self._revoke_later(lease)
+            raise
+        self._spares.append((lease, granted, lease_until))
 
     def _take_spare(self) -> tuple[int, int, float] | None:
         """A lease a release of this object left alive, if it has long enough to live

@@ -59,9 +59,10 @@ def _delete_when_created(pending: Any, client: Any) -> None:
     pending.rawlink(created)
 
 
-class AsyncLock(AsyncHolder):
-    """A lock kept by a ZooKeeper ensemble: granted by a ZAB quorum, so a failover never
-    grants it twice. Same API as seawall.aio.Lock (without extend and replicas).
+class AsyncZooKeeperLock(AsyncHolder):
+    """seawall.zookeeper.aio.Lock: a lock kept by a ZooKeeper ensemble, granted by a
+    ZAB quorum, so a failover never grants it twice. The API of seawall.aio.Lock
+    (without extend and replicas).
 
     `hosts` is a connection string ('h1:2181,h2:2181,h3:2181'). `session_timeout` is the
     lease: a holder (or waiter) whose process dies, freezes or loses the ensemble loses
@@ -75,7 +76,7 @@ class AsyncLock(AsyncHolder):
         *,
         timeout: float | None = None,
         session_timeout: float = 10.0,
-        on_lost: Callable[[AsyncLock], Any] | None = None,
+        on_lost: Callable[[AsyncZooKeeperLock], Any] | None = None,
     ) -> None:
         self.hosts = _core.check_hosts(hosts)
         self.name = check_name(name, "zookeeper Lock")

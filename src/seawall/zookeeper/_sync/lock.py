@@ -60,9 +60,10 @@ def _delete_when_created(pending: Any, client: Any) -> None:
     pending.rawlink(created)
 
 
-class Lock(Holder):
-    """A lock kept by a ZooKeeper ensemble: granted by a ZAB quorum, so a failover never
-    grants it twice. Same API as seawall.Lock (without extend and replicas).
+class ZooKeeperLock(Holder):
+    """seawall.zookeeper.Lock: a lock kept by a ZooKeeper ensemble, granted by a
+    ZAB quorum, so a failover never grants it twice. The API of seawall.Lock
+    (without extend and replicas).
 
     `hosts` is a connection string ('h1:2181,h2:2181,h3:2181'). `session_timeout` is the
     lease: a holder (or waiter) whose process dies, freezes or loses the ensemble loses
@@ -76,7 +77,7 @@ class Lock(Holder):
         *,
         timeout: float | None = None,
         session_timeout: float = 10.0,
-        on_lost: Callable[[Lock], Any] | None = None,
+        on_lost: Callable[[ZooKeeperLock], Any] | None = None,
     ) -> None:
         self.hosts = _core.check_hosts(hosts)
         self.name = check_name(name, "zookeeper Lock")
