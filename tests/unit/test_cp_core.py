@@ -140,3 +140,11 @@ def test_import_seawall_needs_neither_extra_and_a_missing_one_names_the_install(
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_missing_server_binary_names_the_debian_package() -> None:
+    from seawall.errors import ServerNotFoundError
+    from seawall.launcher._daemon import find_binary
+
+    with pytest.raises(ServerNotFoundError, match=r"apt-get install -y etcd-server"):
+        find_binary(["seawall-no-such-etcd", "/nonexistent/etcd"], "etcd-server", "etcd binary")

@@ -43,7 +43,10 @@ class AsyncGateway:
 
     def __init__(self, endpoint: str) -> None:
         self.endpoint = endpoint.rstrip("/")
-        self._http = httpx.AsyncClient(base_url=self.endpoint, http1=True)
+        # Every waiting caller holds a connection for its watch: no cap on connections
+        # (httpx's default of 100 would stall the 101st waiter), a pool of idle ones.
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=20)
+        self._http = httpx.AsyncClient(base_url=self.endpoint, limits=limits)
 
     async def aclose(self) -> None:
         await self._http.aclose()

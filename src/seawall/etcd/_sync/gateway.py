@@ -44,7 +44,10 @@ class Gateway:
 
     def __init__(self, endpoint: str) -> None:
         self.endpoint = endpoint.rstrip("/")
-        self._http = httpx.Client(base_url=self.endpoint, http1=True)
+        # Every waiting caller holds a connection for its watch: no cap on connections
+        # (httpx's default of 100 would stall the 101st waiter), a pool of idle ones.
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=20)
+        self._http = httpx.Client(base_url=self.endpoint, limits=limits)
 
     def close(self) -> None:
         self._http.close()
