@@ -67,9 +67,13 @@ def make_lock(backend: str, address: str, name: str) -> Any:
 def servers() -> Iterator[dict[str, str]]:
     from seawall.launcher._etcd import EtcdProcess
     from seawall.launcher._zookeeper import ZooKeeperProcess
+    from seawall.zookeeper._session import close_all
 
     with seawall.server() as url, EtcdProcess() as etcd, ZooKeeperProcess() as zk:
-        yield {BACKENDS[0]: url, BACKENDS[1]: etcd.endpoint, BACKENDS[2]: zk.hosts}
+        try:
+            yield {BACKENDS[0]: url, BACKENDS[1]: etcd.endpoint, BACKENDS[2]: zk.hosts}
+        finally:
+            close_all(zk.hosts)  # before the server stops, or kazoo retries until exit
 
 
 def cycles_per_second(lock: Any, seconds: float) -> float:
