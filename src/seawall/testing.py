@@ -35,6 +35,7 @@ __all__ = [
     "seawall_cluster_client",
     "seawall_cluster_factory",
     "seawall_mariadb",
+    "seawall_etcd",
     "seawall_master_clients",
     "seawall_masters",
     "seawall_masters_factory",
@@ -43,6 +44,7 @@ __all__ = [
     "seawall_server",
     "seawall_server_factory",
     "seawall_url",
+    "seawall_zookeeper",
 ]
 
 MASTER_COUNT = 5
@@ -234,4 +236,36 @@ def seawall_mariadb() -> Iterator[MariaDBProcess]:
     check `running` and restart() before use."""
     server = _launch(lambda: MariaDBProcess().start())
     yield server
+    server.stop()
+
+
+# -- CP lock backends: etcd and ZooKeeper ----------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def seawall_etcd() -> Iterator[Any]:
+    """A private single-member etcd for the session (`.endpoint` is its client URL);
+    fails naming the Debian package (etcd-server) when the binary is missing. A test that
+    pauses, kills or restarts it leaves it running again for the next test."""
+    from seawall.launcher._etcd import EtcdProcess
+
+    server = _launch(lambda: EtcdProcess().start())
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def seawall_zookeeper() -> Iterator[Any]:
+    """A private standalone ZooKeeper for the session (`.hosts` is its connection
+    string); fails naming the Debian package (zookeeper) when it is missing."""
+    from seawall.launcher._zookeeper import ZooKeeperProcess
+
+    server = _launch(lambda: ZooKeeperProcess().start())
+    yield server
+    try:
+        from seawall.zookeeper._session import close_all
+    except ImportError:  # kazoo not installed: no session to close
+        pass
+    else:
+        close_all(server.hosts)  # before the server goes, or kazoo retries for ever
     server.stop()

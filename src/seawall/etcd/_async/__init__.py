@@ -1,0 +1,1 @@
+"""Hand-written asyncio implementation of seawall.etcd; `_sync/` is generated from it."""

@@ -1,0 +1,1 @@
+"""Hand-written asyncio implementation of seawall.zookeeper; `_sync/` is generated from it."""
