@@ -76,27 +76,32 @@ def _remove(node: Node, keys: list[bytes], mode: str, cluster: bool) -> int:
     return sum(int(r) for r in replies)
 
 
-def _empty_step(node: Node, key: bytes, kind: str, length: int) -> list[bytes]:
-    """The command that removes up to CHUNK elements of a collection."""
+def _empty_step(key: bytes, kind: str, length: int) -> list[bytes]:
+    """The command that removes up to CHUNK elements of a set, zset, list or stream."""
     if kind == "set":
         return [b"SPOP", key, b"%d" % CHUNK]
     if kind == "zset":
         return [b"ZREMRANGEBYRANK", key, b"0", b"%d" % (CHUNK - 1)]
     if kind == "list":
         return [b"LTRIM", key, b"0", b"%d" % -(CHUNK + 1)]
-    if kind == "stream":
-        return [b"XTRIM", key, b"MAXLEN", b"%d" % max(0, length - CHUNK)]
-    # hash: no pop command; take a page of fields from the start and delete them.
-    reply: Any = guard(node.client.hscan, node.address, key, 0, count=CHUNK)
-    fields = list(reply[1])
-    return [b"HDEL", key, *list(fields)[:CHUNK]] if fields else [b"HLEN", key]
+    return [b"XTRIM", key, b"MAXLEN", b"%d" % max(0, length - CHUNK)]
 
 
 def _empty(node: Node, key: bytes, kind: str, length: int, take: Callable[[int], None]) -> None:
+    cursor = 0
     while length > BIG:
         take(CHUNK)
-        guard(command, node.address, node.client, *_empty_step(node, key, kind, length))
-        length = int(guard(lambda: command(node.client, LENGTH_COMMANDS[kind], key), node.address))
+        if kind == "hash":
+            # No pop command for hashes: page through with HSCAN (following its cursor:
+            # the first buckets are empty once their fields are gone) and HDEL each page.
+            reply: Any = guard(node.client.hscan, node.address, key, cursor, count=CHUNK)
+            cursor, fields = int(reply[0]), list(reply[1])
+            if fields:
+                guard(command, node.address, node.client, b"HDEL", key, *fields)
+        else:
+            guard(command, node.address, node.client, *_empty_step(key, kind, length))
+        reply = guard(command, node.address, node.client, LENGTH_COMMANDS[kind], key)
+        length = int(reply)
 
 
 def _big_collections(node: Node, keys: list[bytes]) -> list[tuple[bytes, str, int]]:

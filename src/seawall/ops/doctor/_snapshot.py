@@ -91,6 +91,8 @@ def _acl(client: redis.Redis) -> dict[str, list[str]]:
         return {}  # ACL unknown (older server) or denied: rules fall back to "anyone"
     out: dict[str, list[str]] = {name: [] for name in DANGEROUS}
     for user in (text_key(u) for u in users):
+        if not _enabled(client, user):
+            continue  # a user that is off cannot log in
         for name in DANGEROUS:
             reply = _soft(
                 lambda u=user, n=name: command(
@@ -105,6 +107,16 @@ def _acl(client: redis.Redis) -> dict[str, list[str]]:
             if reply in (b"OK", "OK", True):
                 out[name].append(user)
     return out
+
+
+def _enabled(client: redis.Redis, user: str) -> bool:
+    reply = _soft(lambda: command(client, "ACL", "GETUSER", user))
+    if isinstance(reply, list):  # RESP2: a flat name/value list
+        reply = dict(zip(reply[::2], reply[1::2], strict=False))
+    if not isinstance(reply, dict):
+        return True
+    flags = reply.get("flags", reply.get(b"flags")) or []
+    return "off" not in {text_key(f) for f in flags}
 
 
 def _sample_keys(node: Node, cluster: bool, limit: int) -> list[KeySample]:
