@@ -18,20 +18,22 @@ _COLOURS = {"error": "red", "warning": "yellow", "info": "blue"}
     "an error (for CI). " + URL_HELP,
 )
 @url_argument
+@click.option("--no-keys", is_flag=True, help="skip the key rules (no scan of the keys)")
 @click.option(
-    "--sample",
-    type=click.IntRange(0, 10_000_000),
-    default=10_000,
-    show_default=True,
-    help="keys examined per master for the key rules (0: skip them)",
+    "--max-ops",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="at most N ops/s on each server while scanning the keys",
 )
 @click.option("--explain", metavar="CODE", default=None, help="print a rule's rationale and exit")
 @json_option
-def command(url: str, sample: int, explain: str | None, as_json: bool) -> int:
+def command(
+    url: str, no_keys: bool, max_ops: float | None, explain: str | None, as_json: bool
+) -> int:
     from rich.table import Table
 
     from seawall.ops._connect import connect, redact
-    from seawall.ops._output import emit_json, stdout_console
+    from seawall.ops._output import emit_json, progress_bar, stdout_console
     from seawall.ops.doctor import BY_CODE, collect, diagnose
 
     if explain is not None:
@@ -43,7 +45,10 @@ def command(url: str, sample: int, explain: str | None, as_json: bool) -> int:
         click.echo(f"{rule.code} {rule.name} ({rule.guideline})\n\n{rule.rationale}")
         return 0
     with connect(url) as target:
-        findings = diagnose(collect(target, sample=sample))
+        total = sum(int(m.client.dbsize()) for m in target.masters) if not no_keys else 0
+        with progress_bar("doctor", total) as update:
+            snapshot = collect(target, keys=not no_keys, max_ops=max_ops, on_batch=update)
+        findings = diagnose(snapshot)
     if as_json:
         emit_json({"findings": [f.as_json() for f in findings]})
     else:

@@ -4,6 +4,7 @@ on a terminal), JSON for scripts, a progress bar with ETA on stderr when it is a
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -27,7 +28,9 @@ _PIPE_WIDTH = 120
 
 def stdout_console() -> Console:
     tty = sys.stdout.isatty()
-    return Console(file=sys.stdout, highlight=False, width=None if tty else _PIPE_WIDTH)
+    columns = os.environ.get("COLUMNS", "")
+    width = int(columns) if columns.isdigit() else _PIPE_WIDTH
+    return Console(file=sys.stdout, highlight=False, width=None if tty else width)
 
 
 def stderr_console() -> Console:

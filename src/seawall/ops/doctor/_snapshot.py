@@ -7,6 +7,7 @@ guessing.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,24 +17,17 @@ from seawall.ops._connect import Node, Target, command, guard, info_text, parse_
 from seawall.ops._info import parse_info
 from seawall.ops._output import text_key
 from seawall.ops._pipeline import encode, present_commands, run_raw
+from seawall.ops._rate import Limiter
 from seawall.ops._scan import Scan
 from seawall.ops.bigkeys import LENGTH_COMMANDS
+from seawall.ops.doctor._keyfacts import KeyFacts
 
-__all__ = ["DANGEROUS", "KeySample", "NodeSnapshot", "Snapshot", "collect"]
+__all__ = ["DANGEROUS", "NodeSnapshot", "Snapshot", "collect"]
 
 DANGEROUS = ("KEYS", "FLUSHALL", "FLUSHDB", "CONFIG", "DEBUG")
 _DRYRUN_ARGS = {"KEYS": ["*"], "CONFIG": ["GET", "maxmemory"], "DEBUG": ["SLEEP", "0"]}
 # Collections this big or strings this long are worth an exact length check.
 _LENGTH_FLOOR = 5000
-
-
-@dataclass(frozen=True)
-class KeySample:
-    key: str
-    type: str
-    bytes: int
-    length: int | None  # exact for strings and for collections that may be big
-    ttl_ms: int  # -1: no TTL
 
 
 @dataclass
@@ -48,7 +42,7 @@ class NodeSnapshot:
     latency_doctor: str | None
     latency_latest: list[Any] | None
     clients: list[dict[str, str]]
-    keys: list[KeySample] = field(default_factory=list)
+    facts: KeyFacts = field(default_factory=KeyFacts)
     dbsize: int = 0
 
 
@@ -119,11 +113,10 @@ def _enabled(client: redis.Redis, user: str) -> bool:
     return "off" not in {text_key(f) for f in flags}
 
 
-def _sample_keys(node: Node, cluster: bool, limit: int) -> list[KeySample]:
-    scan = Scan([node], cluster=cluster, count=min(1000, max(10, limit)))
-    found: list[KeySample] = []
-    for _, keys in scan.batches():
-        keys = keys[: limit - len(found)]
+def _scan_keys(scan: Scan, facts_of: dict[str, KeyFacts], on_batch: Callable[[int], None]) -> None:
+    for node, keys in scan.batches():
+        facts = facts_of[node.address]
+        scan.limiter.take(3 * len(keys))
         commands = []
         for key in keys:
             commands += [
@@ -146,27 +139,23 @@ def _sample_keys(node: Node, cluster: bool, limit: int) -> list[KeySample]:
         lengths = dict(zip([k for k, _ in wanted], replies, strict=True))
         for key, kind, size, ttl in rows:
             if kind == "none" or not isinstance(size, int):
-                continue
+                continue  # deleted since the SCAN
             length = lengths.get(key)
-            found.append(
-                KeySample(
-                    text_key(key),
-                    kind,
-                    size,
-                    length if isinstance(length, int) else None,
-                    int(ttl) if isinstance(ttl, int) else -1,
-                )
+            facts.add(
+                text_key(key),
+                kind,
+                size,
+                length if isinstance(length, int) else None,
+                int(ttl) if isinstance(ttl, int) else -1,
             )
-        if len(found) >= limit:
-            break
-    return found
+        on_batch(scan.done_estimate())
 
 
 def _length_command(key: bytes, kind: str) -> bytes:
     return encode(LENGTH_COMMANDS.get(kind, "STRLEN").encode(), key)
 
 
-def _node(node: Node, cluster: bool, sample: int) -> NodeSnapshot:
+def _node(node: Node) -> NodeSnapshot:
     client = node.client
     info = parse_info(guard(info_text, node.address, client, "everything"))
     config = _soft(lambda: client.config_get("*"))
@@ -184,7 +173,6 @@ def _node(node: Node, cluster: bool, sample: int) -> NodeSnapshot:
         latency_doctor=_opt_text(_soft(lambda: command(client, "LATENCY", "DOCTOR"))),
         latency_latest=_soft(lambda: command(client, "LATENCY", "LATEST")),
         clients=_parse_client_list(_text(clients)) if clients is not None else [],
-        keys=_sample_keys(node, cluster, sample) if sample else [],
         dbsize=int(guard(client.dbsize, node.address)),
     )
 
@@ -193,14 +181,24 @@ def _opt_text(value: Any) -> str | None:
     return None if value is None else _text(value)
 
 
-def collect(target: Target, *, sample: int = 10_000) -> Snapshot:
-    """Read the snapshot: every master (and its key sample of up to `sample` keys)."""
-    nodes = [_node(node, target.cluster, sample) for node in target.masters]
+def collect(
+    target: Target,
+    *,
+    keys: bool = True,
+    max_ops: float | None = None,
+    on_batch: Callable[[int], None] = lambda done: None,
+) -> Snapshot:
+    """Read the snapshot of every master; with `keys`, scan all their keys (at most
+    `max_ops` ops/s) for the key rules."""
+    nodes = [_node(node) for node in target.masters]
+    if keys:
+        scan = Scan(target.masters, cluster=target.cluster, limiter=Limiter(max_ops))
+        _scan_keys(scan, {n.address: n.facts for n in nodes}, on_batch)
     snapshot = Snapshot(target.url, target.cluster, nodes)
     if target.cluster:
         first = target.masters[0]
-        text = guard(lambda: command(first.client, "CLUSTER", "NODES"), first.address)
+        text = guard(command, first.address, first.client, "CLUSTER", "NODES")
         snapshot.cluster_nodes = parse_cluster_nodes(_text(text))
-        raw = guard(lambda: command(first.client, "CLUSTER", "INFO"), first.address)
+        raw = guard(command, first.address, first.client, "CLUSTER", "INFO")
         snapshot.cluster_info = parse_info(_text(raw))
     return snapshot

@@ -4,19 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from seawall.ops.doctor._keyfacts import OTHER
 from seawall.ops.doctor._model import ALIBABA, Yielded, rule
 from seawall.ops.doctor._snapshot import Snapshot
 
-BIG_STRING = 10 * 1024  # bytes
-BIG_COLLECTION = 5000  # elements
-LONG_NAME = 128  # bytes
 NAMED = 10  # keys named per finding; the rest are counted
-
-
-def prefix(key: str) -> str:
-    """The key's family: up to its first `:` (`user:42:cart` -> `user:*`)."""
-    head, sep, _ = key.partition(":")
-    return f"{head}:*" if sep else key
 
 
 @rule("SD020", "big-keys", ALIBABA + ": strings <= 10 KB, collections <= 5,000 elements")
@@ -29,28 +21,18 @@ def big_keys(snapshot: Snapshot) -> Iterator[Yielded]:
     HSCAN/SSCAN/ZSCAN, and delete it with UNLINK (`seawall delete --pattern KEY`).
     """
     for node in snapshot.nodes:
-        found = []
-        for sample in node.keys:
-            if sample.length is None:
-                continue
-            if sample.type == "string" and sample.length > BIG_STRING:
-                found.append((sample.bytes, f"{sample.key} (string, {sample.length:,} bytes)"))
-            elif sample.type != "string" and sample.length > BIG_COLLECTION:
-                found.append(
-                    (sample.bytes, f"{sample.key} ({sample.type}, {sample.length:,} elements)")
-                )
-        found.sort(reverse=True)
-        for _, text in found[:NAMED]:
+        facts = node.facts
+        for big in facts.big.items()[:NAMED]:
             yield (
                 "warning",
-                f"big key on {node.address}: {text}",
+                f"big key on {node.address}: {big.describe()}",
                 ("split it into smaller keys; delete with UNLINK"),
                 node.address,
             )
-        if len(found) > NAMED:
+        if facts.big_count > NAMED:
             yield (
                 "warning",
-                f"{len(found) - NAMED} more big keys on {node.address}",
+                f"{facts.big_count - NAMED:,} more big keys on {node.address}",
                 ("run `seawall bigkeys` for the full list"),
                 node.address,
             )
@@ -60,25 +42,20 @@ def big_keys(snapshot: Snapshot) -> Iterator[Yielded]:
 def no_ttl(snapshot: Snapshot) -> Iterator[Yielded]:
     """Cache keys without a TTL stay until evicted, so stale data lives forever and memory
     fills up; under a volatile-* eviction policy they can never be evicted at all. Reported
-    per key prefix, as the share of sampled keys that have no TTL.
+    per key prefix (`user:*`), as the share of its keys that have no TTL.
 
     Fix: set a TTL on every cache write (SET key value EX n, seawall.Cache(ttl=...)).
     """
     for node in snapshot.nodes:
         policy = (node.config or {}).get("maxmemory-policy", "")
-        by_prefix: dict[str, list[int]] = {}
-        for sample in node.keys:
-            counts = by_prefix.setdefault(prefix(sample.key), [0, 0])
-            counts[0] += 1
-            counts[1] += sample.ttl_ms < 0
-        ranked = sorted(by_prefix.items(), key=lambda kv: -kv[1][1])
+        ranked = sorted(node.facts.ttl.items(), key=lambda kv: -kv[1][1])
         for family, (total, without) in ranked[:NAMED]:
-            if not without:
+            if not without or family == OTHER:
                 continue
             severity = "warning" if policy.startswith("volatile") else "info"
             yield (
                 severity,  # type: ignore[misc]
-                f"{without:,} of {total:,} sampled keys {family} on {node.address} have no TTL "
+                f"{without:,} of {total:,} keys {family} on {node.address} have no TTL "
                 f"({100 * without / total:.0f} %)"
                 + (f"; policy {policy} never evicts them" if severity == "warning" else ""),
                 "set an expiry on every write of these keys",
@@ -95,8 +72,7 @@ def long_names(snapshot: Snapshot) -> Iterator[Yielded]:
     Fix: hash the long part (`seawall.Cache` hashes long argument keys), or shorten it.
     """
     for node in snapshot.nodes:
-        long = [s.key for s in node.keys if len(s.key.encode()) > LONG_NAME]
-        for key in long[:NAMED]:
+        for key in node.facts.long_names[:NAMED]:
             yield (
                 "info",
                 f"key name of {len(key.encode())} bytes on {node.address}: {key[:60]}...",
