@@ -106,3 +106,39 @@ def test_bigkeys_on_a_cluster_interrupted_and_resumed_per_node(
     full = seawall(capsys, "bigkeys", seawall_cluster.url, "--top", "3", "--json").json()
     assert {e["key"] for e in full} == {"big:hash", "big:string", "big:list"}
     assert len({e["node"] for e in full}) >= 2  # found on different masters
+
+
+def test_replica_reads_and_watch_refreshes_until_ctrl_c(
+    seawall_server_factory: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    master = seawall_server_factory()
+    replica = seawall_server_factory(extra_args=["--replicaof", "127.0.0.1", str(master.port)])
+    client = master.client()
+    client.set("big:string", "x" * 30_000)
+    assert client.wait(1, 5000) == 1  # the replica has it
+    url = f"redis://127.0.0.1:{master.port}/0"
+    stats = seawall(capsys, "stats", url, "--json", "--replica").json()
+    assert [(n["address"], n["role"]) for n in stats["nodes"]] == [
+        (f"127.0.0.1:{replica.port}", "replica")
+    ]
+    found = seawall(capsys, "bigkeys", url, "--replica", "--json").json()
+    assert found[0]["key"] == "big:string" and found[0]["node"] == f"127.0.0.1:{replica.port}"
+    src = Path(__file__).resolve().parents[2] / "src"
+    env = dict(os.environ, PYTHONPATH=str(src), COLUMNS="100")
+    watching = subprocess.Popen(
+        [sys.executable, "-m", "seawall", "stats", url, "--watch", "0.2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+    )  # fmt: skip
+    time.sleep(1.5)
+    watching.send_signal(signal.SIGINT)
+    out, err = watching.communicate(timeout=20)
+    assert watching.returncode == 0, err
+    assert out.count("hit rate") >= 2 and "Traceback" not in err  # refreshed, then stopped
+    client.close()

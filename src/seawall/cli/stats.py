@@ -115,6 +115,17 @@ def command(url: str, as_json: bool, replica: bool, watch: float | None) -> int:
 
         console = stdout_console()
         previous = first
+        if not console.is_terminal:
+            # Into a pipe or a log file: one table per refresh, one after the other.
+            console.print(render(redact(url), summarize(first)))
+            try:
+                while True:
+                    time.sleep(watch)
+                    current = sample(target)
+                    console.print(render(redact(url), summarize(current, previous)))
+                    previous = current
+            except KeyboardInterrupt:
+                return 0
         try:
             with Live(render(redact(url), summarize(first)), console=console) as live:
                 while True:
