@@ -87,8 +87,9 @@ def test_slot_matches_cluster_keyslot(
         assert row["slot"] == client.execute_command("CLUSTER", "KEYSLOT", key), key
     assert run.json()[1]["hash_tag"] == "42" and run.json()[3]["hash_tag"] is None
     client.close()
-    table = seawall(capsys, "slot", "user:{42}:cart")
+    table = seawall(capsys, "slot", "user:{42}:cart", "odd:[/b]")
     assert "8000" in table.out and "42" in table.out
+    assert "odd:[/b]" in table.out  # key names are never read as rich markup
 
 
 def test_start_up_in_a_real_process() -> None:

@@ -31,6 +31,7 @@ def command(
     url: str, no_keys: bool, max_ops: float | None, explain: str | None, as_json: bool
 ) -> int:
     from rich.table import Table
+    from rich.text import Text
 
     from seawall.ops._connect import connect, redact
     from seawall.ops._output import emit_json, progress_bar, stdout_console
@@ -60,7 +61,7 @@ def command(
         )  # fmt: skip
         for f in findings:
             table.add_row(
-                f"{f.rule}\n{f.name}", f"[{_COLOURS[f.severity]}]{f.severity}[/]",
+                f"{f.rule}\n{f.name}", Text(f.severity, style=_COLOURS[f.severity]),
                 f.message, f.fix,
             )  # fmt: skip
         stdout_console().print(table)

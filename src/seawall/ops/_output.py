@@ -30,7 +30,8 @@ def stdout_console() -> Console:
     tty = sys.stdout.isatty()
     columns = os.environ.get("COLUMNS", "")
     width = int(columns) if columns.isdigit() else _PIPE_WIDTH
-    return Console(file=sys.stdout, highlight=False, width=None if tty else width)
+    # No markup: key names and patterns such as `user:[0-9]*` are printed as they are.
+    return Console(file=sys.stdout, highlight=False, markup=False, width=None if tty else width)
 
 
 def stderr_console() -> Console:
