@@ -112,6 +112,7 @@ def execute(client: Any, command: Sequence[Any], key: str) -> Any:
     return reply
 
 
+
 async def async_within(call: Callable[[], Awaitable[T]]) -> T:
     """Await `call()` (several commands on one connection, such as a pipeline); bounded by
     the enclosing `async_until`."""

@@ -81,7 +81,9 @@ class AsyncWorker:
     """A background loop: an asyncio task here, a daemon thread in the sync twin."""
 
     def __init__(self, target: Callable[[], Coroutine[Any, Any, None]], name: str) -> None:
-        self._task: asyncio.Task[None] = asyncio.get_running_loop().create_task(target(), name=name)
+        self._task: asyncio.Task[None] = asyncio.get_running_loop().create_task(
+            target(), name=name
+        )
 
     def alive(self) -> bool:
         return not self._task.done()

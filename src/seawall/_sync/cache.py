@@ -153,7 +153,9 @@ class Cache(CacheCore):
     def _ttl(self, ttl: Any) -> float | None:
         return None if ttl is None else check_seconds(ttl, f"ttl of cache {self.namespace!r}")
 
-    def get_or_load(self, key: Any, loader: Callable[[], Any], ttl: float | None = None) -> Any:
+    def get_or_load(
+        self, key: Any, loader: Callable[[], Any], ttl: float | None = None
+    ) -> Any:
         """The value of `key`; on a miss `loader()` runs once for all callers everywhere.
 
         `loader` returns the value, or None for "not found" (cached for absent_ttl). In

@@ -141,7 +141,9 @@ class CacheCore(CacheBase):
         return cached[1]
 
     def _fetch(self, keys: CacheKeys, token: str, waiter: str, early: bool) -> Any:
-        return self._redis(_FETCH, keys.all, (token, ms(self.lease), waiter, "1" if early else ""))
+        return self._redis(
+            _FETCH, keys.all, (token, ms(self.lease), waiter, "1" if early else "")
+        )
 
     def _fetch_within(
         self,
@@ -172,7 +174,9 @@ class CacheCore(CacheBase):
         with time_limit(self.lease):
             self._give_back(keys, token)
 
-    def _resolve(self, key: str, loader: Callable[[], Any], ttl: float | None) -> tuple[Any, str]:
+    def _resolve(
+        self, key: str, loader: Callable[[], Any], ttl: float | None
+    ) -> tuple[Any, str]:
         """The value, and what callers sharing this flight count in stats()."""
         found = self._hit(key)
         if found is not MISSING:

@@ -433,7 +433,9 @@ class OrderSink:
             except self._row_errors as exc:
                 self._set_aside(entry_id, change, exc)
 
-    def _set_aside(self, entry_id: str | None, change: OrderChange, exc: BaseException) -> None:
+    def _set_aside(
+        self, entry_id: str | None, change: OrderChange, exc: BaseException
+    ) -> None:
         """Keep an order the database refuses in the dead-letter hash (before its entry is
         acknowledged: a crash in between only sets it aside again), and say so loudly."""
         error = _short(exc)
