@@ -62,7 +62,9 @@ def command(
                 f"refusing to delete keys matching {pattern!r} without confirmation: stdin "
                 "is not a terminal; pass --yes (or --dry-run to count them first)"
             )
-        click.confirm(f"Delete every key matching {pattern!r} on {where}?", abort=True)
+        if not click.confirm(f"Delete every key matching {pattern!r} on {where}?"):
+            click.echo("seawall delete: nothing deleted", err=True)
+            return 1
     with connect(url) as target:
         scan = Scan(
             target.masters, cluster=target.cluster, pattern=pattern, type_=type_,
