@@ -60,6 +60,16 @@ def test_a_default_server_fails_with_named_settings_and_keys(
     assert "k" * 60 in found["SD022"][0]["message"]
     assert "HGETALL" in " ".join(f["message"] for f in found["SD011"])
     assert "Alibaba" in found["SD020"][0]["guideline"]
+    assert "latency monitor is off" in found["SD012"][0]["message"]
+    assert "no persistence" in found["SD030"][0]["message"]
+    assert "has no replica" in found["SD031"][0]["message"]
+    assert "SD032" not in found
+    r.config_set("client-output-buffer-limit", "pubsub 0 0 0")
+    again = _by_rule(
+        seawall(capsys, "doctor", _url(server), "--json", "--no-keys").json()["findings"]
+    )
+    assert "pub/sub client output buffers are unbounded" in again["SD032"][0]["message"]
+    assert "SD020" not in again  # --no-keys: no key scan
     table = seawall(capsys, "doctor", _url(server))
     assert table.code == 1 and "SD001" in table.out and "maxmemory-unset" in table.out
     r.close()
