@@ -40,6 +40,7 @@ BENCHMARKS = [
     "cache_stale",
     "cache_hits",
     "cache_pool",
+    "ops",
 ]
 
 

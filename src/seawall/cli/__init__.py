@@ -19,6 +19,12 @@ from seawall.errors import SeawallError
 
 # name -> (module, one-line help). Each module defines `command`, a click.Command.
 COMMANDS: dict[str, tuple[str, str]] = {
+    "bigkeys": ("seawall.cli.bigkeys", "the keys that take the most memory, per-type totals"),
+    "delete": ("seawall.cli.delete", "delete keys by pattern without blocking the server"),
+    "doctor": ("seawall.cli.doctor", "audit a live server against the guidelines"),
+    "hotkeys": ("seawall.cli.hotkeys", "the most-read keys (LFU, HOTKEYS or seawall.Cache)"),
+    "slot": ("seawall.cli.slot", "the Cluster hash slot of each key (no server needed)"),
+    "stats": ("seawall.cli.stats", "hit rate, ops/s, memory, evictions, top commands, lag"),
     "demo": (
         "seawall.cli.demo",
         "run real scenarios on a private server and show what goes wrong without seawall",

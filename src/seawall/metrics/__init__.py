@@ -18,9 +18,11 @@ from typing import Any
 from seawall.metrics._families import FAMILIES, Family
 from seawall.metrics._sink import SINK
 
-__all__ = ["FAMILIES", "Family", "register", "unregister"]
+__all__ = ["FAMILIES", "Family", "register", "register_otel", "unregister", "unregister_otel"]
 
 _registered: list[tuple[Any, Any]] = []
+# (meter provider, its instruments); not `_otel`, the name of the submodule
+_providers: list[tuple[Any, list[Any]]] = []
 
 
 def register(registry: Any = None) -> Any:
@@ -58,4 +60,37 @@ def unregister(registry: Any = None) -> None:
             target.unregister(collector)
             del _registered[index]
             break
-    SINK.enabled = bool(_registered)
+    SINK.enabled = bool(_registered) or bool(_providers)
+
+
+def register_otel(meter_provider: Any = None) -> list[Any]:
+    """Start counting and export the same families as OpenTelemetry instruments, read
+    at each collection, on `meter_provider` (the global one when None). Needs the `otel`
+    extra: `pip install 'seawall[otel]'`. Returns the instruments; calling it again for
+    the same provider returns those already made."""
+    try:
+        from opentelemetry import metrics
+    except ImportError:
+        raise ImportError(
+            "seawall.metrics.register_otel() needs OpenTelemetry: pip install 'seawall[otel]'"
+        ) from None
+    from seawall.metrics._otel import instrument
+
+    provider = metrics.get_meter_provider() if meter_provider is None else meter_provider
+    for known, instruments in _providers:
+        if known is provider:
+            return instruments
+    instruments = instrument(provider.get_meter("seawall"), SINK)
+    _providers.append((provider, instruments))
+    SINK.enabled = True
+    return instruments
+
+
+def unregister_otel(meter_provider: Any = None) -> None:
+    """Stop counting for `meter_provider` (its instruments stay, reporting nothing new:
+    shut the provider down to drop them); counting stops when no exporter is left."""
+    from opentelemetry import metrics
+
+    provider = metrics.get_meter_provider() if meter_provider is None else meter_provider
+    _providers[:] = [(known, made) for known, made in _providers if known is not provider]
+    SINK.enabled = bool(_registered) or bool(_providers)
