@@ -102,17 +102,18 @@ def test_standby_takes_over_within_the_ttl_after_sigkill(
 ) -> None:
     client = redis.Redis.from_url(seawall_url)
     _primed(database, client, 2)
-    leader = followers(database.url, seawall_url, "--ttl", "1")
+    leader = followers(database.url, seawall_url, "--ttl", "1", "-v")
     leader.wait_streaming()
-    standby = followers(database.url, seawall_url, "--ttl", "1")
+    standby = followers(database.url, seawall_url, "--ttl", "1", "-v")
     wait_until(lambda: "standing by" in standby.log(), 20, f"standby waits:\n{standby.log()}")
     assert "streaming" not in standby.log()
     leader.kill()
     killed = time.monotonic()
     _update(database, range(1, 2))
-    wait_until(
-        _all_invalidated(client, range(1, 2)), 15, f"the standby invalidates:\n{standby.log()}"
-    )
+    try:
+        wait_until(_all_invalidated(client, range(1, 2)), 15, "the standby invalidates")
+    except AssertionError as exc:  # the log as it is now, not as it was at the kill
+        raise AssertionError(f"{exc}; its log:\n{standby.log()}") from None
     took = time.monotonic() - killed
     assert took < 1 + 4, f"took over after {took:.1f} s (ttl 1 s):\n{standby.log()}"
     client.close()

@@ -120,8 +120,11 @@ class MariaDBSource:
             )
         return [str(row[0]) for row in columns]
 
-    def open(self, resume_after: str | None) -> None:
-        """Check the server and start reading after `resume_after` (None: from now)."""
+    def open(self, resume_after: str | None) -> str:
+        """Check the server and start reading after `resume_after` (None: from now).
+
+        Returns the position reading starts after: the server keeps no position for a
+        replica, so the follower checkpoints it (see Source.open)."""
         self.close()
         start = parse_position(resume_after) if resume_after is not None else None
         version = str(self._query("SELECT VERSION()")[0][0])
@@ -146,6 +149,7 @@ class MariaDBSource:
                 "start the follower without its checkpoint"
             )
         self._reader = self._start_reader(start)
+        return str(start)
 
     def read(self, timeout: float) -> Sequence[Event]:
         """Events in log order, [] after `timeout` seconds with none.
