@@ -153,6 +153,26 @@ def test_other_databases_ddl_and_non_transactional_tables_still_end_transactions
         other.drop()
 
 
+def test_watch_decodes_only_the_mapped_tables_and_checks_their_columns(
+    db: MariaDBDatabase,
+) -> None:
+    db.execute("CREATE TABLE logs (id INT PRIMARY KEY, line VARCHAR(40))")
+    source = source_from_url(db.url)
+    try:
+        with pytest.raises(SourceError, match=r"no column 'nope'.*--map"):
+            source.watch({f"{db.name}.users": "nope"})
+        source.watch({f"{db.name}.users": "name"})
+        source.open(None)
+        db.execute("INSERT INTO logs VALUES (1, 'unmapped')")
+        db.execute("INSERT INTO users VALUES (1, 'ann', 0)")
+        events = read_until(source, 2)
+        # The unmapped table's transaction still ends, so the position moves on.
+        assert [type(e).__name__ for e in events] == ["TxEnd", "RowChange", "TxEnd"]
+        assert changes(events) == [("insert", {"id": 1, "name": "ann", "score": 0}, None)]
+    finally:
+        source.close()
+
+
 def test_read_returns_empty_after_its_timeout(
     db: MariaDBDatabase, open_source: Callable[..., MariaDBSource]
 ) -> None:

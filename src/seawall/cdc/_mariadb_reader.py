@@ -78,6 +78,7 @@ class BinlogReader:
         server_id: int,
         database: str,
         heartbeat: float,
+        tables: Sequence[str] | None = None,
     ) -> None:
         self._tracker = TransactionTracker(start)
         options: dict[str, Any] = {
@@ -86,6 +87,8 @@ class BinlogReader:
             "blocking": True,
             "only_events": EVENT_TYPES,
             "only_schemas": [database],
+            # None decodes every table's rows; a list skips the others' unparsed.
+            "only_tables": list(tables) if tables else None,
             "slave_heartbeat": heartbeat,
             "pymysql_wrapper": connect,
             "enable_logging": False,

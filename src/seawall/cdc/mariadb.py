@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 try:
@@ -83,6 +83,7 @@ class MariaDBSource:
         self._where = f"MariaDB at {self.url.address}"
         self._control: Any = None
         self._reader: BinlogReader | None = None
+        self._tables: list[str] | None = None  # None: every table of the database
 
     # -- Source ------------------------------------------------------------------------
 
@@ -119,6 +120,32 @@ class MariaDBSource:
                 f"column in the map: --map {name}=NAMESPACE:COLUMN"
             )
         return [str(row[0]) for row in columns]
+
+    def watch(self, columns: Mapping[str, str | None]) -> None:
+        """The tables to follow, each with the column it is keyed by (None: primary key).
+
+        Only their rows are decoded from then on (the next open): the library skips
+        other tables' row events unparsed, so a busy unmapped table costs the follower
+        little. A named column must exist; the FULL row image logs every column of
+        deleted rows and of both versions of updated ones, so any column can key.
+        """
+        names: list[str] = []
+        for table, column in columns.items():
+            self.key_columns(table)  # the table exists in the followed database
+            name = table.rpartition(".")[2]
+            if column is not None:
+                found = self._query(
+                    "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
+                    "AND TABLE_NAME = %s AND COLUMN_NAME = %s",
+                    (self.url.database, name, column),
+                )
+                if not found or not found[0][0]:
+                    raise SourceError(
+                        f"table {self.url.database}.{name} has no column {column!r}: fix "
+                        "--map (TABLE=NAMESPACE:COLUMN)"
+                    )
+            names.append(name)
+        self._tables = names or None
 
     def open(self, resume_after: str | None) -> str:
         """Check the server and start reading after `resume_after` (None: from now).
@@ -272,6 +299,7 @@ class MariaDBSource:
             start,
             server_id=server_id,
             database=self.url.database,
+            tables=self._tables,
             heartbeat=heartbeat,
         )
         try:
