@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 
 from cdc.databases import PostgresDatabase
+from cdc.mariadb_database import MariaDBDatabase
 from seawall.cli import main
+from seawall.launcher._mariadb import MariaDBProcess
 from seawall.launcher._postgres import PostgresProcess
 
 
@@ -86,5 +88,32 @@ def test_help_shows_the_setup(capsys: Any) -> None:
     assert main(["follow", "--help"]) == 0
     out = capsys.readouterr().out
     for needed in ("wal_level = logical", "max_replication_slots", "max_wal_senders",
-                   "WITH LOGIN REPLICATION", "GRANT SELECT", "--map"):  # fmt: skip
+                   "WITH LOGIN REPLICATION", "GRANT SELECT", "--map",
+                   "binlog_format = ROW", "binlog_row_image = FULL",
+                   "binlog_row_metadata = FULL", "GRANT REPLICATION SLAVE, BINLOG MONITOR",
+                   "mysql://seawall:secret@db:3306/shop", "seawall[cdc-mysql]"):  # fmt: skip
         assert needed in out
+
+
+def test_bad_mariadb_input_is_one_line_and_a_nonzero_exit(
+    capsys: Any, seawall_mariadb: MariaDBProcess, seawall_url: str
+) -> None:
+    database = MariaDBDatabase.fresh(seawall_mariadb)
+    try:
+        database.execute("CREATE TABLE users (id INT PRIMARY KEY, name VARCHAR(40))")
+        url = database.url
+        err = _fails(capsys, url, "--redis", seawall_url, "--map", "nosuch=users")
+        assert f"table {database.name}.nosuch does not exist" in err
+        err = _fails(capsys, url, "--redis", seawall_url, "--map", "users=u:nope")
+        assert "no column 'nope'" in err
+        err = _fails(capsys, url, "--redis", seawall_url, "--map", "other.users=users")
+        assert f"not in database {database.name}" in err
+        err = _fails(capsys, f"{url}?server=1", "--redis", seawall_url, "--map", "users=users")
+        assert "unknown option 'server'" in err and "server_id" in err
+        err = _fails(capsys, "mysql://root@127.0.0.1", "--redis", seawall_url, "--map", "u=u")
+        assert "mysql://USER[:PASSWORD]@HOST[:PORT]/DATABASE" in err
+        gone = url.replace(f":{seawall_mariadb.port}/", ":1/")
+        err = _fails(capsys, gone, "--redis", seawall_url, "--map", "users=users")
+        assert "cannot reach MariaDB at 127.0.0.1:1" in err
+    finally:
+        database.drop()

@@ -14,11 +14,15 @@ import redis
 import seawall
 from cdc.databases import PostgresDatabase
 from cdc.helpers import FollowerProcess, in_redis, wait_until
+from cdc.mariadb_database import MariaDBDatabase
 from seawall.cdc._invalidate import read_checkpoint
 from seawall.cdc._pgoutput import parse_lsn
+from seawall.cdc.mariadb import MariaDBSource
 from seawall.cdc.postgresql import PostgresSource
+from seawall.launcher._mariadb import MariaDBProcess
 
 ROWS = 60
+USERS = "CREATE TABLE users (id INT PRIMARY KEY, email VARCHAR(200) UNIQUE, name VARCHAR(200))"
 
 
 @pytest.fixture
@@ -80,9 +84,36 @@ def test_frozen_redis_holds_checkpoint_and_slot_then_the_follower_catches_up(
     client.close()
 
 
-def test_sigkilled_follower_loses_nothing(
-    database: Any, seawall_url: str, followers: Any
+def test_frozen_redis_then_the_mariadb_follower_catches_up_to_the_servers_gtid(
+    seawall_mariadb: MariaDBProcess, seawall_server_factory: Any, followers: Any
 ) -> None:
+    database = MariaDBDatabase.fresh(seawall_mariadb)
+    try:
+        database.execute(USERS)
+        server = seawall_server_factory()
+        client = server.client()
+        _primed(database, client)
+        follower = followers(database.url, server.url)
+        follower.wait_streaming()
+        name = MariaDBSource(database.url).name
+        assert (read_checkpoint(client, name)[0] or "").startswith("gtid:")
+        server.pause()
+        try:
+            _update(database, range(1, ROWS + 1))
+            time.sleep(1.5)  # the follower reads the changes and cannot invalidate them
+        finally:
+            server.resume()
+        wait_until(_all_invalidated(client, range(1, ROWS + 1)), 25, "caught up after SIGCONT")
+        gtid = f"gtid:{database.execute('SELECT @@GLOBAL.gtid_binlog_pos')[0][0]}"
+        wait_until(
+            lambda: read_checkpoint(client, name)[0] == gtid, 10, f"the checkpoint is {gtid}"
+        )
+        client.close()
+    finally:
+        database.drop()
+
+
+def test_sigkilled_follower_loses_nothing(database: Any, seawall_url: str, followers: Any) -> None:
     client = redis.Redis.from_url(seawall_url)
     _primed(database, client)
     first = followers(database.url, seawall_url, "--ttl", "2")

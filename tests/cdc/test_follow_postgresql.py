@@ -18,6 +18,7 @@ def database(pg_database: PostgresDatabase) -> PostgresDatabase:
     """PostgreSQL only here: slots, WAL positions, roles."""
     return pg_database
 
+
 def _lsn(db: PostgresDatabase) -> int:
     return int(db.execute("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn")[0][0])
 
