@@ -54,7 +54,7 @@ def test_bad_input_is_one_line_and_a_nonzero_exit(
     err = _fails(capsys, url, "--redis", seawall_url, "--map", "users=u:nope")
     assert "no column 'nope'" in err
     err = _fails(capsys, "redis://x/0", "--redis", seawall_url, "--map", "users=users")
-    assert "postgresql://" in err
+    assert "postgresql://" in err and "mysql://" in err
     err = _fails(capsys, url, "--redis", "redis://127.0.0.1:1/0", "--map", "users=users")
     assert "cannot reach Redis" in err
 
