@@ -1,6 +1,6 @@
 """At least once, never lost: a frozen Redis holds the checkpoint and the slot back, a
 SIGKILLed follower's successor replays what was not checkpointed, a standby takes over
-within the election's ttl."""
+within the election's ttl, a crashed database is followed again after its restart."""
 
 from __future__ import annotations
 
@@ -147,4 +147,24 @@ def test_standby_takes_over_within_the_ttl_after_sigkill(
         raise AssertionError(f"{exc}; its log:\n{standby.log()}") from None
     took = time.monotonic() - killed
     assert took < 1 + 4, f"took over after {took:.1f} s (ttl 1 s):\n{standby.log()}"
+    client.close()
+
+
+def test_database_crash_and_restart_while_following(
+    database: Any, seawall_url: str, run_follower: Any
+) -> None:
+    database.execute("INSERT INTO users VALUES (1, 'a@x', 'Ann'), (2, 'b@x', 'Bob')")
+    client = redis.Redis.from_url(seawall_url)
+    users = seawall.Cache(client, "users")
+    follower = run_follower(database.url, client, ["users=users"])
+    wait_until(lambda: follower.status().streaming, 15, "the follower streams")
+    database.execute("UPDATE users SET name = 'Anna' WHERE id = 1")
+    users.set(2, "Bob")
+    wait_until(lambda: follower.status().row_changes == 1, 10, "the first change is read")
+    # The source's read raises SourceError; the follower reopens from its checkpoint.
+    database.kill()
+    database.restart()
+    database.execute("UPDATE users SET name = 'Bobby' WHERE id = 2")
+    wait_until(lambda: not in_redis(client, "users", 2), 20, "invalidated after the restart")
+    assert follower.status().streaming
     client.close()
