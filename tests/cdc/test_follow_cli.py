@@ -3,12 +3,14 @@ exit code, no traceback."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from cdc.databases import PostgresDatabase
+from cdc.helpers import FollowerProcess, wait_until
 from cdc.mariadb_database import MariaDBDatabase
 from seawall.cli import main
 from seawall.launcher._mariadb import MariaDBProcess
@@ -117,3 +119,30 @@ def test_bad_mariadb_input_is_one_line_and_a_nonzero_exit(
         assert "cannot reach MariaDB at 127.0.0.1:1" in err
     finally:
         database.drop()
+
+
+def test_json_status_lines_on_stdout(database: Any, seawall_url: str, tmp_path: Any) -> None:
+    follower = FollowerProcess(
+        tmp_path, database.url, seawall_url, "--map", "users=users", "--json",
+        "--status-interval", "0.2",
+    )  # fmt: skip
+    try:
+        follower.wait_streaming()
+        database.execute("INSERT INTO users VALUES (1, 'a@x', 'Ann')")
+
+        def statuses() -> list[dict[str, Any]]:
+            lines = follower.log().splitlines()
+            return [json.loads(line) for line in lines if line.startswith("{")]
+
+        wait_until(
+            lambda: any(s["row_changes"] >= 1 for s in statuses()),
+            15,
+            f"a status line counts the insert:\n{follower.log()}",
+        )
+        last = statuses()[-1]
+        assert last["leader"] and last["streaming"] and last["invalidated"] >= 0
+        prefix = "gtid:" if database.kind == "mariadb" else ""
+        assert last["position"] and last["position"].startswith(prefix)
+        assert last["source"].startswith("mariadb:" if prefix else "postgresql")
+    finally:
+        follower.stop()
