@@ -60,6 +60,7 @@ _ER_BAD_DB = 1049
 _ER_PARSE = 1064
 _ER_SPECIFIC_ACCESS_DENIED = 1227
 _ER_MASTER_FATAL_READING_BINLOG = 1236
+_ER_SLAVE_SAME_ID = 4052  # MariaDB: a newer replica connection took this server_id
 
 
 def source_from_url(url: str) -> MariaDBSource:
@@ -84,6 +85,7 @@ class MariaDBSource:
         self._control: Any = None
         self._reader: BinlogReader | None = None
         self._tables: list[str] | None = None  # None: every table of the database
+        self._server_id = 0  # the replica id of the open stream
 
     # -- Source ------------------------------------------------------------------------
 
@@ -192,6 +194,15 @@ class MariaDBSource:
             return self._reader.read(timeout)
         except StreamLost as exc:
             self.close()
+            if exc.code == _ER_SLAVE_SAME_ID:
+                # Harmless after a fail-over (the new leader took the id over); two
+                # followers or replicas sharing one id would drop each other forever.
+                raise SourceError(
+                    f"{self._where} dropped this binlog stream: another replica connected "
+                    f"with the same server_id ({self._server_id}); give every follower and "
+                    "replica of the server its own ?server_id=N, or leave it out for a "
+                    "random one"
+                ) from exc
             raise SourceError(
                 f"lost the binlog stream from {self._where}: {exc}; reopen from the last "
                 "checkpoint once the server is back"
@@ -292,6 +303,7 @@ class MariaDBSource:
     def _start_reader(self, start: Position) -> BinlogReader:
         heartbeat = self.url.heartbeat
         server_id = self.url.server_id or random.randint(2**31, SERVER_ID_MAX)
+        self._server_id = server_id
         # No read for 4 heartbeats means the server or the network is gone.
         settings = self._settings(read_timeout=max(4 * heartbeat, 1.0))
         reader = BinlogReader(
