@@ -11,6 +11,9 @@ transaction's sentinel row is invalidated (so "lag bounded" is part of it).
 The follower is `seawall follow` in its own process, as deployed. Private servers only.
 
     PYTHONPATH=src .venv/bin/python bench/cdc.py [--source postgresql|mariadb|both] [--quick]
+
+The MariaDB figures need the cdc-mysql extra; both sources run one after the other in
+one run and are printed side by side.
 """
 
 from __future__ import annotations
@@ -62,24 +65,22 @@ def postgresql() -> Iterator[Database]:
 
 @contextmanager
 def mariadb() -> Iterator[Database]:
-    try:
-        from seawall.launcher._mariadb import MariaDBProcess  # type: ignore[import-not-found]
-    except ImportError:
-        raise SystemExit(
-            "bench/cdc.py --source mariadb needs seawall.launcher._mariadb (the MariaDB "
-            "source's branch)"
-        ) from None
     import pymysql
+
+    from seawall.launcher._mariadb import MariaDBProcess
 
     with MariaDBProcess() as server:
 
-        def connect() -> Any:
+        def connect(database: str | None = "bench") -> Any:
             return pymysql.connect(
-                host="127.0.0.1", port=server.port, user="root", database="test",
+                host=server.host, port=server.port, user="root", database=database,
                 autocommit=True,
             )  # fmt: skip
 
-        yield Database("mariadb", server.url("test"), connect)
+        conn = connect(None)  # the private server has no database of its own yet
+        conn.cursor().execute("CREATE DATABASE bench")
+        conn.close()
+        yield Database("mariadb", server.url("bench"), connect)
 
 
 SOURCES = {"postgresql": postgresql, "mariadb": mariadb}
@@ -215,7 +216,7 @@ def measure_rate(
     }
 
 
-def run(kind: str, quick: bool, rate: int, follow_rate: int) -> None:
+def run(kind: str, quick: bool, rate: int, follow_rate: int) -> dict[str, dict[str, float]]:
     with seawall.server() as redis_url, SOURCES[kind]() as db:
         conn = db.connect()
         cursor = conn.cursor()
@@ -227,40 +228,60 @@ def run(kind: str, quick: bool, rate: int, follow_rate: int) -> None:
         with tempfile.NamedTemporaryFile("wb", suffix=".log", delete=False) as log:
             follower = _start_follower(db, redis_url, log)
             try:
-                lag = measure_lag(db, redis_url, rate, 3.0 if quick else 15.0)
                 seconds = 3.0 if quick else 15.0
+                lag = measure_lag(db, redis_url, rate, seconds)
                 paced = measure_rate(db, client, seconds, 100, follow_rate, follower.pid)
                 flow = measure_rate(db, client, seconds, 100, None, follower.pid)
             finally:
                 follower.terminate()
                 follower.wait(10)
         os.unlink(log.name)
-        print(f"\n{kind}: lag at {lag['rate']:,.0f} row changes/s (one row per transaction)")
-        print(f"  p50 {lag['p50_ms']:.2f} ms  p99 {lag['p99_ms']:.2f} ms  max "
-              f"{lag['max_ms']:.2f} ms  missing {lag['missing']}"
-              f"   goals: p50 <= 10 ms, p99 <= 50 ms")  # fmt: skip
-        for title, figures in (("paced", paced), ("as fast as the writer goes", flow)):
-            print(f"{kind}: sustained follow, 100 rows per transaction, {title}")
-            print(f"  written {figures['write_rate']:,.0f}/s  followed "
-                  f"{figures['follow_rate']:,.0f}/s  lag at the end "
-                  f"{figures['lag_at_end_s']:.3f} s   goal: >= 10,000/s, lag bounded")  # fmt: skip
-            follower_cpu, redis_cpu = figures["follower_cpu_s"], figures["redis_cpu_s"]
-            cpu = f"follower {follower_cpu:.2f} s, redis {redis_cpu:.2f} s"
-            print(f"  CPU over {figures['elapsed_s']:.1f} s: {cpu}")
         client.close()
+    return {"lag": lag, "paced": paced, "unpaced": flow}
+
+
+def report(results: dict[str, dict[str, dict[str, float]]]) -> None:
+    """One column per source, so PostgreSQL and MariaDB read side by side."""
+    kinds = list(results)
+    # (label, measurement, figure, format)
+    rows = [
+        ("lag: row changes/s (1 per tx)", "lag", "rate", "{:,.0f}"),
+        ("lag p50 ms (goal <= 10)", "lag", "p50_ms", "{:.2f}"),
+        ("lag p99 ms (goal <= 50)", "lag", "p99_ms", "{:.2f}"),
+        ("lag max ms", "lag", "max_ms", "{:.2f}"),
+        ("lost", "lag", "missing", "{:.0f}"),
+    ]
+    for title in ("paced", "unpaced"):
+        rows += [
+            (f"{title}: written/s (100 per tx)", title, "write_rate", "{:,.0f}"),
+            (f"{title}: followed/s (goal >= 10,000)", title, "follow_rate", "{:,.0f}"),
+            (f"{title}: lag at the end s", title, "lag_at_end_s", "{:.3f}"),
+            (f"{title}: follower CPU s", title, "follower_cpu_s", "{:.2f}"),
+            (f"{title}: redis CPU s", title, "redis_cpu_s", "{:.2f}"),
+            (f"{title}: over s", title, "elapsed_s", "{:.1f}"),
+        ]
+    width = max(len(row[0]) for row in rows)
+    print("\n" + " " * width + "".join(f"{k:>14}" for k in kinds))
+    for label, section, figure, fmt in rows:
+        cells = "".join(f"{fmt.format(results[k][section][figure]):>14}" for k in kinds)
+        print(label.ljust(width) + cells)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--source", choices=["postgresql", "mariadb", "both"], default="postgresql")
+    parser.add_argument("--source", choices=["postgresql", "mariadb", "both"], default="both")
     parser.add_argument("--quick", action="store_true", help="3 s per measurement (else 15 s)")
     parser.add_argument("--rate", type=int, default=1000, help="row changes/s for the lag test")
     parser.add_argument(
         "--follow-rate", type=int, default=20_000, help="row changes/s of the paced rate test"
     )
     args = parser.parse_args()
-    for kind in ["postgresql", "mariadb"] if args.source == "both" else [args.source]:
-        run(kind, args.quick, args.rate, args.follow_rate)
+    kinds = ["postgresql", "mariadb"] if args.source == "both" else [args.source]
+    results: dict[str, dict[str, dict[str, float]]] = {}
+    for kind in kinds:  # one after the other: on 2 cores, at once would measure contention
+        results[kind] = run(kind, args.quick, args.rate, args.follow_rate)
+        print(f"{kind}: done", flush=True)
+    report(results)
 
 
 if __name__ == "__main__":

@@ -3,13 +3,17 @@ exit code, no traceback."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from cdc.databases import PostgresDatabase
+from cdc.helpers import FollowerProcess, wait_until
+from cdc.mariadb_database import MariaDBDatabase
 from seawall.cli import main
+from seawall.launcher._mariadb import MariaDBProcess
 from seawall.launcher._postgres import PostgresProcess
 
 
@@ -52,7 +56,7 @@ def test_bad_input_is_one_line_and_a_nonzero_exit(
     err = _fails(capsys, url, "--redis", seawall_url, "--map", "users=u:nope")
     assert "no column 'nope'" in err
     err = _fails(capsys, "redis://x/0", "--redis", seawall_url, "--map", "users=users")
-    assert "postgresql://" in err
+    assert "postgresql://" in err and "mysql://" in err
     err = _fails(capsys, url, "--redis", "redis://127.0.0.1:1/0", "--map", "users=users")
     assert "cannot reach Redis" in err
 
@@ -86,5 +90,59 @@ def test_help_shows_the_setup(capsys: Any) -> None:
     assert main(["follow", "--help"]) == 0
     out = capsys.readouterr().out
     for needed in ("wal_level = logical", "max_replication_slots", "max_wal_senders",
-                   "WITH LOGIN REPLICATION", "GRANT SELECT", "--map"):  # fmt: skip
+                   "WITH LOGIN REPLICATION", "GRANT SELECT", "--map",
+                   "binlog_format = ROW", "binlog_row_image = FULL",
+                   "binlog_row_metadata = FULL", "GRANT REPLICATION SLAVE, BINLOG MONITOR",
+                   "mysql://seawall:secret@db:3306/shop", "seawall[cdc-mysql]"):  # fmt: skip
         assert needed in out
+
+
+def test_bad_mariadb_input_is_one_line_and_a_nonzero_exit(
+    capsys: Any, seawall_mariadb: MariaDBProcess, seawall_url: str
+) -> None:
+    database = MariaDBDatabase.fresh(seawall_mariadb)
+    try:
+        database.execute("CREATE TABLE users (id INT PRIMARY KEY, name VARCHAR(40))")
+        url = database.url
+        err = _fails(capsys, url, "--redis", seawall_url, "--map", "nosuch=users")
+        assert f"table {database.name}.nosuch does not exist" in err
+        err = _fails(capsys, url, "--redis", seawall_url, "--map", "users=u:nope")
+        assert "no column 'nope'" in err
+        err = _fails(capsys, url, "--redis", seawall_url, "--map", "other.users=users")
+        assert f"not in database {database.name}" in err
+        err = _fails(capsys, f"{url}?server=1", "--redis", seawall_url, "--map", "users=users")
+        assert "unknown option 'server'" in err and "server_id" in err
+        err = _fails(capsys, "mysql://root@127.0.0.1", "--redis", seawall_url, "--map", "u=u")
+        assert "mysql://USER[:PASSWORD]@HOST[:PORT]/DATABASE" in err
+        gone = url.replace(f":{seawall_mariadb.port}/", ":1/")
+        err = _fails(capsys, gone, "--redis", seawall_url, "--map", "users=users")
+        assert "cannot reach MariaDB at 127.0.0.1:1" in err
+    finally:
+        database.drop()
+
+
+def test_json_status_lines_on_stdout(database: Any, seawall_url: str, tmp_path: Any) -> None:
+    follower = FollowerProcess(
+        tmp_path, database.url, seawall_url, "--map", "users=users", "--json",
+        "--status-interval", "0.2",
+    )  # fmt: skip
+    try:
+        follower.wait_streaming()
+        database.execute("INSERT INTO users VALUES (1, 'a@x', 'Ann')")
+
+        def statuses() -> list[dict[str, Any]]:
+            lines = follower.log().splitlines()
+            return [json.loads(line) for line in lines if line.startswith("{")]
+
+        wait_until(
+            lambda: any(s["row_changes"] >= 1 for s in statuses()),
+            15,
+            f"a status line counts the insert:\n{follower.log()}",
+        )
+        last = statuses()[-1]
+        assert last["leader"] and last["streaming"] and last["invalidated"] >= 0
+        prefix = "gtid:" if database.kind == "mariadb" else ""
+        assert last["position"] and last["position"].startswith(prefix)
+        assert last["source"].startswith("mariadb:" if prefix else "postgresql")
+    finally:
+        follower.stop()

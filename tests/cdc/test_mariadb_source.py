@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Iterator
 
@@ -153,6 +154,26 @@ def test_other_databases_ddl_and_non_transactional_tables_still_end_transactions
         other.drop()
 
 
+def test_watch_decodes_only_the_mapped_tables_and_checks_their_columns(
+    db: MariaDBDatabase,
+) -> None:
+    db.execute("CREATE TABLE logs (id INT PRIMARY KEY, line VARCHAR(40))")
+    source = source_from_url(db.url)
+    try:
+        with pytest.raises(SourceError, match=r"no column 'nope'.*--map"):
+            source.watch({f"{db.name}.users": "nope"})
+        source.watch({f"{db.name}.users": "name"})
+        source.open(None)
+        db.execute("INSERT INTO logs VALUES (1, 'unmapped')")
+        db.execute("INSERT INTO users VALUES (1, 'ann', 0)")
+        events = read_until(source, 2)
+        # The unmapped table's transaction still ends, so the position moves on.
+        assert [type(e).__name__ for e in events] == ["TxEnd", "RowChange", "TxEnd"]
+        assert changes(events) == [("insert", {"id": 1, "name": "ann", "score": 0}, None)]
+    finally:
+        source.close()
+
+
 def test_read_returns_empty_after_its_timeout(
     db: MariaDBDatabase, open_source: Callable[..., MariaDBSource]
 ) -> None:
@@ -183,6 +204,23 @@ def test_a_server_restart_raises_and_a_reopen_resumes_at_the_checkpoint(
     db.execute("INSERT INTO users VALUES (2, 'after', 0)")
     again = open_source(checkpoint)
     assert [row["id"] for _, row, _ in changes(read_until(again, 1))] == [2]
+
+
+def test_a_second_stream_with_the_same_server_id_ends_the_first_with_the_fix(
+    db: MariaDBDatabase, open_source: Callable[..., MariaDBSource]
+) -> None:
+    server_id = random.randint(1000, 2**31 - 1)  # the server's other tests pick 2^31+
+    url = f"{db.url}?server_id={server_id}"
+    first = open_source(url=url)
+    second = open_source(url=url)
+    db.execute("INSERT INTO users VALUES (1, 'ann', 0)")
+    assert changes(read_until(second, 1)) == [
+        ("insert", {"id": 1, "name": "ann", "score": 0}, None)
+    ]
+    deadline = time.monotonic() + 10
+    with pytest.raises(SourceError, match=rf"same server_id \({server_id}\).*\?server_id=N"):
+        while time.monotonic() < deadline:
+            first.read(0.5)
 
 
 def test_a_purged_checkpoint_is_a_clear_gap_error(

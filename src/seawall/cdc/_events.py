@@ -68,10 +68,15 @@ class Source(Protocol):
         """The primary key columns of `table`; SourceError if there is no such table."""
         ...
 
-    def open(self, resume_after: str | None) -> None:
+    def open(self, resume_after: str | None) -> str | None:
         """Check the server can be followed and start reading after `resume_after`
         (None: from the source's own durable position, or from now). SourceError with a
-        one-line message otherwise."""
+        one-line message otherwise.
+
+        Returns the position reading starts after when the server does not keep it
+        (MariaDB's "now"), else None (PostgreSQL's slot keeps it). The follower
+        checkpoints it at once: a successor then resumes there, not at its own later
+        "now", which would skip what was committed in between."""
         ...
 
     def read(self, timeout: float) -> Sequence[Event]:

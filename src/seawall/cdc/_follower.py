@@ -208,7 +208,7 @@ class Follower:
         self._checkpoint(position or "", fence)
         self._leader = True
         self._position = position
-        self._open(position, first=not opened_once)
+        self._open(position, fence, first=not opened_once)
         self._streaming = True
         log.info(
             "seawall follow: streaming %s from %s",
@@ -223,7 +223,7 @@ class Follower:
             except (SourceError, OSError) as exc:  # a lost connection: the contract's, or raw
                 log.warning("seawall follow: %s; reconnecting", exc)
                 self._streaming = False
-                self._open(self._position, first=False)
+                self._open(self._position, fence, first=False)
                 self._streaming = True
                 log.info(
                     "seawall follow: streaming %s again from %s", self.source.name, self._position
@@ -234,16 +234,23 @@ class Follower:
             self._report()
         return True
 
-    def _open(self, position: str | None, *, first: bool) -> None:
+    def _open(self, position: str | None, fence: int, *, first: bool) -> None:
         delay = 0.2
         while True:
             try:
-                self.source.open(position)
-                return
+                started = self.source.open(position)
             except SourceError as exc:
                 if first:
                     raise
                 log.warning("seawall follow: %s; retrying in %.1f s", exc, delay)
+            else:
+                if position is None and started:
+                    # A source that starts "from now" (MariaDB): without this, a leader
+                    # killed before its first transaction leaves no checkpoint and its
+                    # successor's later "now" skips what was committed in between.
+                    self._checkpoint(started, fence)
+                    self._position = started
+                return
             if self._stop.wait(delay):
                 raise _Deposed  # stopping: leave as if deposed, nothing to flush
             if self._deposed.is_set():

@@ -33,7 +33,12 @@ _JOIN_TIMEOUT = 5.0
 
 
 class StreamLost(Exception):
-    """The replication connection broke (server restart, network, read timeout)."""
+    """The replication connection broke (server restart, network, read timeout), or the
+    server ended it; `code` is the server's error code when it sent one."""
+
+    def __init__(self, message: str, code: int | None = None) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 class _Connection(Connection):  # type: ignore[misc]  # PyMySQL is untyped
@@ -78,6 +83,7 @@ class BinlogReader:
         server_id: int,
         database: str,
         heartbeat: float,
+        tables: Sequence[str] | None = None,
     ) -> None:
         self._tracker = TransactionTracker(start)
         options: dict[str, Any] = {
@@ -86,6 +92,8 @@ class BinlogReader:
             "blocking": True,
             "only_events": EVENT_TYPES,
             "only_schemas": [database],
+            # None decodes every table's rows; a list skips the others' unparsed.
+            "only_tables": list(tables) if tables else None,
             "slave_heartbeat": heartbeat,
             "pymysql_wrapper": connect,
             "enable_logging": False,
@@ -160,7 +168,9 @@ class BinlogReader:
         except BaseException as exc:  # handed to the reading thread
             if not self._stopping.is_set():
                 if not isinstance(exc, StreamLost):
-                    exc = StreamLost(f"{type(exc).__name__}: {' '.join(str(exc).split())}")
+                    code = exc.args[0] if isinstance(exc, pymysql.Error) and exc.args else None
+                    text = f"{type(exc).__name__}: {' '.join(str(exc).split())}"
+                    exc = StreamLost(text, code if isinstance(code, int) else None)
                 self._put(_Failure(exc))
 
     def _handle(self, event: Any) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 try:
@@ -60,6 +60,7 @@ _ER_BAD_DB = 1049
 _ER_PARSE = 1064
 _ER_SPECIFIC_ACCESS_DENIED = 1227
 _ER_MASTER_FATAL_READING_BINLOG = 1236
+_ER_SLAVE_SAME_ID = 4052  # MariaDB: a newer replica connection took this server_id
 
 
 def source_from_url(url: str) -> MariaDBSource:
@@ -83,6 +84,8 @@ class MariaDBSource:
         self._where = f"MariaDB at {self.url.address}"
         self._control: Any = None
         self._reader: BinlogReader | None = None
+        self._tables: list[str] | None = None  # None: every table of the database
+        self._server_id = 0  # the replica id of the open stream
 
     # -- Source ------------------------------------------------------------------------
 
@@ -120,8 +123,37 @@ class MariaDBSource:
             )
         return [str(row[0]) for row in columns]
 
-    def open(self, resume_after: str | None) -> None:
-        """Check the server and start reading after `resume_after` (None: from now)."""
+    def watch(self, columns: Mapping[str, str | None]) -> None:
+        """The tables to follow, each with the column it is keyed by (None: primary key).
+
+        Only their rows are decoded from then on (the next open): the library skips
+        other tables' row events unparsed, so a busy unmapped table costs the follower
+        little. A named column must exist; the FULL row image logs every column of
+        deleted rows and of both versions of updated ones, so any column can key.
+        """
+        names: list[str] = []
+        for table, column in columns.items():
+            self.key_columns(table)  # the table exists in the followed database
+            name = table.rpartition(".")[2]
+            if column is not None:
+                found = self._query(
+                    "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
+                    "AND TABLE_NAME = %s AND COLUMN_NAME = %s",
+                    (self.url.database, name, column),
+                )
+                if not found or not found[0][0]:
+                    raise SourceError(
+                        f"table {self.url.database}.{name} has no column {column!r}: fix "
+                        "--map (TABLE=NAMESPACE:COLUMN)"
+                    )
+            names.append(name)
+        self._tables = names or None
+
+    def open(self, resume_after: str | None) -> str:
+        """Check the server and start reading after `resume_after` (None: from now).
+
+        Returns the position reading starts after: the server keeps no position for a
+        replica, so the follower checkpoints it (see Source.open)."""
         self.close()
         start = parse_position(resume_after) if resume_after is not None else None
         version = str(self._query("SELECT VERSION()")[0][0])
@@ -146,6 +178,7 @@ class MariaDBSource:
                 "start the follower without its checkpoint"
             )
         self._reader = self._start_reader(start)
+        return str(start)
 
     def read(self, timeout: float) -> Sequence[Event]:
         """Events in log order, [] after `timeout` seconds with none.
@@ -161,6 +194,15 @@ class MariaDBSource:
             return self._reader.read(timeout)
         except StreamLost as exc:
             self.close()
+            if exc.code == _ER_SLAVE_SAME_ID:
+                # Harmless after a fail-over (the new leader took the id over); two
+                # followers or replicas sharing one id would drop each other forever.
+                raise SourceError(
+                    f"{self._where} dropped this binlog stream: another replica connected "
+                    f"with the same server_id ({self._server_id}); give every follower and "
+                    "replica of the server its own ?server_id=N, or leave it out for a "
+                    "random one"
+                ) from exc
             raise SourceError(
                 f"lost the binlog stream from {self._where}: {exc}; reopen from the last "
                 "checkpoint once the server is back"
@@ -261,6 +303,7 @@ class MariaDBSource:
     def _start_reader(self, start: Position) -> BinlogReader:
         heartbeat = self.url.heartbeat
         server_id = self.url.server_id or random.randint(2**31, SERVER_ID_MAX)
+        self._server_id = server_id
         # No read for 4 heartbeats means the server or the network is gone.
         settings = self._settings(read_timeout=max(4 * heartbeat, 1.0))
         reader = BinlogReader(
@@ -268,6 +311,7 @@ class MariaDBSource:
             start,
             server_id=server_id,
             database=self.url.database,
+            tables=self._tables,
             heartbeat=heartbeat,
         )
         try:

@@ -20,7 +20,8 @@ Redis after the invalidations before it; a restarted follower loses nothing. Run
 fail-over: one leads, the other takes over within --ttl seconds.
 
 \b
-PostgreSQL, once (postgresql.conf, then restart PostgreSQL):
+PostgreSQL 10+ (pip install 'seawall[cdc-postgresql]'), once in postgresql.conf, then
+restart PostgreSQL:
   wal_level = logical
   max_replication_slots = 10
   max_wal_senders = 10
@@ -34,9 +35,31 @@ tables its creator owns, so their owner creates it, named seawall_<dbname>):
   seawall follow 'postgresql://seawall:secret@db:5432/shop' \\
       --redis redis://cache:6379/0 --map users=users
 
-SOURCE_URL: postgresql://user:pw@host:port/db[?slot=NAME&publication=NAME] or
-mysql://user:pw@host:port/db. Status lines go to the log every --status-interval seconds
-(to stdout as JSON with --json). See docs/cdc.md."""
+\b
+MariaDB 10.5+ / MySQL 8.0+ (pip install 'seawall[cdc-mysql]'), in my.cnf [mysqld],
+then restart the server:
+  server_id = 1
+  log_bin = mariadb-bin
+  binlog_format = ROW
+  binlog_row_image = FULL
+  binlog_row_metadata = FULL
+  binlog_expire_logs_seconds = 604800    # the longest a follower may stay down
+\b
+and as an administrator (MySQL: REPLICATION CLIENT instead of BINLOG MONITOR):
+  CREATE USER 'seawall'@'%' IDENTIFIED BY 'secret';
+  GRANT REPLICATION SLAVE, BINLOG MONITOR ON *.* TO 'seawall'@'%';
+  GRANT SELECT ON shop.* TO 'seawall'@'%';
+\b
+  seawall follow 'mysql://seawall:secret@db:3306/shop' \\
+      --redis redis://cache:6379/0 --map users=users
+
+\b
+SOURCE_URL:
+  postgresql://USER:PW@HOST:PORT/DB[?slot=NAME&publication=NAME]
+  mysql://USER:PW@HOST:PORT/DB[?server_id=N&heartbeat=SECONDS]  (or mariadb://)
+A bare --map table is in the public schema (PostgreSQL) or in DB (MariaDB/MySQL).
+Status lines go to the log every --status-interval seconds (to stdout as JSON with
+--json). See docs/cdc.md."""
 
 
 @click.command(help=_HELP)
