@@ -73,6 +73,34 @@ class RedisUnavailable(Exception):
 REDIS_DOWN = (RedisUnavailable, RedisError, RedisClusterException, OSError, TimeoutError)
 
 
+async def void_entries(
+    client: Any, calls: Sequence[tuple[Sequence[str], str, str]]
+) -> None:
+    """Run the delete script (cache_void) for many entries: (entry keys, invalidation
+    channel, message) each. One pipelined round trip on one server; one script per entry
+    on Cluster, where redis-py refuses scripts in pipelines. The first error is raised:
+    the caller retries the lot (deleting twice is harmless). Shared by Cache.delete_many,
+    the second deletes and the change-log follower, so all of them delete alike."""
+    if isinstance(client, redis.asyncio.cluster.RedisCluster):
+        for keys, channel, message in calls:
+            await run_script(client, _VOID, keys, ("", CACHE_WAKE_PREFIX, channel, message))
+        return
+    if not calls:
+        return
+    try:
+        await _void_pipeline(client, calls)
+    except NoScriptError:  # a restarted or flushed server: load once, then all again
+        await client.script_load(_VOID.source)
+        await _void_pipeline(client, calls)
+
+
+async def _void_pipeline(client: Any, calls: Sequence[tuple[Sequence[str], str, str]]) -> None:
+    pipe = client.pipeline(transaction=False)
+    for keys, channel, message in calls:
+        pipe.evalsha(_VOID.sha, len(keys), *keys, "", CACHE_WAKE_PREFIX, channel, message)
+    await pipe.execute()
+
+
 class AsyncCacheBase:
     """State of one seawall.aio.Cache: settings, L1, invalidation, encoding, Redis calls."""
 
@@ -167,36 +195,25 @@ class AsyncCacheBase:
             listener.discard_local(self.namespace, key, skip=self.l1)
 
     async def _drop_everywhere(self, texts: list[str]) -> None:
-        """Delete entries from Redis and from every process's L1, voiding loads in flight:
-        one pipelined round trip on one server (one script per key on Cluster, where
-        redis-py refuses scripts in pipelines). Deleting again changes nothing."""
+        """Delete entries from Redis and from every process's L1, voiding loads in flight
+        (see void_entries). Deleting again changes nothing."""
         for text in texts:
             self.l1.discard(text)
         calls = []
         for text in texts:
             channel, message = self._invalidation(text)
             calls.append((cache_keys(self.namespace, text).all, channel, message))
-        if isinstance(self._client, redis.asyncio.cluster.RedisCluster) or len(calls) == 1:
-            for keys, channel, message in calls:
-                await self._command(_VOID, keys, ("", CACHE_WAKE_PREFIX, channel, message))
-        elif calls:
-            try:
-                await self._void_pipeline(calls)
-            except NoScriptError:  # a restarted server: load once, then all again
-                await self._client.script_load(_VOID.source)
-                await self._void_pipeline(calls)
+        if len(calls) == 1:  # held to the pool's connection slots like every single call
+            keys, channel, message = calls[0]
+            await self._command(_VOID, keys, ("", CACHE_WAKE_PREFIX, channel, message))
+        else:
+            await void_entries(self._client, calls)
         # Again once Redis no longer holds the values: a read of this process that fetched
         # one between the first drop and the write must not keep it (our own invalidation
         # messages are ignored here). The drop moves the epoch on, so that read's fill fails.
         for text in texts:
             self.l1.discard(text)
             self._dropped_here(text)
-
-    async def _void_pipeline(self, calls: Sequence[tuple[Sequence[str], str, str]]) -> None:
-        pipe = self._client.pipeline(transaction=False)
-        for keys, channel, message in calls:
-            pipe.evalsha(_VOID.sha, len(keys), *keys, "", CACHE_WAKE_PREFIX, channel, message)
-        await pipe.execute()
 
     def _bloom_failed(self, exc: Exception, doing: str) -> None:
         """Log a failing Bloom filter once, not on every miss while it stays broken."""

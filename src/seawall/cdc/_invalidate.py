@@ -13,17 +13,15 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from redis.exceptions import NoScriptError
-
 from seawall import _invalidation_message as message_format
 from seawall import _scripts
-from seawall._cache_codec import CACHE_WAKE_PREFIX, cache_keys
+from seawall._cache_codec import cache_keys
 from seawall._keys import tagged
+from seawall._sync.cache_base import void_entries
 from seawall._sync.scripts import run_script
 
 __all__ = ["checkpoint_key", "invalidate", "new_sender", "read_checkpoint", "write_checkpoint"]
 
-_VOID = _scripts.load("cache_void")
 _CHECKPOINT = _scripts.load("cdc_checkpoint")
 
 
@@ -33,37 +31,23 @@ def new_sender() -> str:
 
 
 def invalidate(client: Any, entries: Iterable[tuple[str, str]], sender: str) -> int:
-    """Void every (namespace, key) in one pipelined round trip; returns how many.
+    """Void every (namespace, key) in one pipelined round trip (one script per key on
+    Cluster), exactly as Cache.delete_many does; returns how many.
 
     Raises the first Redis error: the caller retries the whole batch (a delete twice is
     harmless) and must not checkpoint past it.
     """
     unique = list(dict.fromkeys(entries))
-    if not unique:
-        return 0
-    commands: list[tuple[str, ...]] = []
-    for namespace, key in unique:
-        keys = cache_keys(namespace, key).all
-        body = message_format.encode(sender, message_format.DISCARD, key)
-        commands.append((*keys, "", CACHE_WAKE_PREFIX, message_format.channel(namespace), body))
-    try:
-        _send(client, commands, _VOID.sha, evalsha=True)
-    except NoScriptError:
-        # A restarted or flushed server: EVAL caches the script again on its node.
-        _send(client, commands, _VOID.source, evalsha=False)
+    calls = [
+        (
+            cache_keys(namespace, key).all,
+            message_format.channel(namespace),
+            message_format.encode(sender, message_format.DISCARD, key),
+        )
+        for namespace, key in unique
+    ]
+    void_entries(client, calls)
     return len(unique)
-
-
-def _send(client: Any, commands: list[tuple[str, ...]], script: str, *, evalsha: bool) -> None:
-    pipe = client.pipeline(transaction=False)
-    for args in commands:
-        if evalsha:
-            pipe.evalsha(script, 4, *args)
-        else:
-            pipe.eval(script, 4, *args)
-    for reply in pipe.execute(raise_on_error=False):
-        if isinstance(reply, Exception):
-            raise reply
 
 
 def checkpoint_key(source_name: str) -> str:
