@@ -115,7 +115,7 @@ def render(table: Table, *, number: int | None = None) -> RenderableType:
         # The wrapping column takes whatever width the others leave (ratio), so the
         # fixed columns never wrap and the notes use the whole line.
         expand=wraps,
-        # A line between rows once a cell wraps; otherwise the rows run together.
+        # Lines between rows: a wrapped cell would otherwise run into the next row.
         show_lines=wraps,
     )
     for column in table.columns:
