@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import fcntl
+import io
 import json
 import os
 import re
@@ -22,26 +23,28 @@ import pytest
 import redis
 
 import seawall
-from seawall.demo import WORKERS, flash_sale
-from seawall.demo._table import Cell, Column, Style, Table, render
+from seawall.demo import SCENARIOS, WORKERS, flash_sale
+from seawall.demo._table import PIPE_WIDTH, Cell, Column, Style, Table, render
 from seawall.demo.counter import QUICK, stall_points
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 DEMO_TIMEOUT = 60.0
-WIDTH = 100
 
+# The tables are read back by their cells, between the grid's vertical bars (rich draws
+# `│`, or `|` where the output encoding has no box characters), whatever the padding.
+# A wrapped cell continues on lines whose first cells are empty, which no pattern matches.
+_BAR = r"\s*[│|]\s*"
 _COUNTER_ROW = re.compile(
-    r"^\s+(?P<method>no lock|SETNX\+EXPIRE|seawall\.Lock)\s+(?P<expected>\d+)\s+"
-    r"(?P<final>\d+)\s+(?P<lost>-?\d+)\s+[\d.]+ s\s"
+    rf"^{_BAR}(?P<method>no lock|SETNX\+EXPIRE|seawall\.Lock){_BAR}(?P<expected>\d+){_BAR}"
+    rf"(?P<final>\d+){_BAR}(?P<lost>-?\d+){_BAR}[\d.]+ s{_BAR}"
 )
 _SALE_ROW = re.compile(
-    r"^\s+(?P<method>read-then-decrement|WATCH/MULTI|seawall\.Lock \+ GET|seawall\.Stock)\s+"
-    r"(?P<sold>\d+)\s+(?P<oversold>\d+)\s+[\d,]+\s+[\d.]+ s\s"
+    rf"^{_BAR}(?P<method>read-then-decrement|WATCH/MULTI|seawall\.Lock \+ GET|seawall\.Stock)"
+    rf"{_BAR}(?P<sold>\d+){_BAR}(?P<oversold>\d+){_BAR}[\d,]+{_BAR}[\d.]+ s{_BAR}"
 )
 _TIMELINE_ROW = re.compile(
-    # Columns are separated by at least two spaces; a step may contain single ones.
-    r"^\s+[\d.]+ s\s+(?P<who>setup|[AB] \d+)\s+(?P<step>.+?)\s{2,}(?P<fence>\d+)\s{2,}"
-    r"(?P<result>\S.*)$"
+    rf"^{_BAR}[\d.]+ s{_BAR}(?P<who>setup|[AB] \d+){_BAR}(?P<step>[^│|]+?){_BAR}"
+    rf"(?P<fence>\d+){_BAR}(?P<result>[^│|]+?){_BAR}$"
 )
 
 
@@ -78,7 +81,7 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> DemoRun:
 
 def _run_demo() -> DemoRun:
     env = _env()
-    env["COLUMNS"] = str(WIDTH)  # pins the layout the row patterns below read
+    env.pop("COLUMNS", None)  # into a pipe the layout is then PIPE_WIDTH wide
     started = time.monotonic()
     completed = subprocess.run(
         [sys.executable, "-m", "seawall", "demo", "--quick"],
@@ -90,6 +93,12 @@ def _run_demo() -> DemoRun:
     return DemoRun(
         completed.stdout, completed.stderr, completed.returncode, time.monotonic() - started
     )
+
+
+def _words(output: str) -> str:
+    """The output's words in order, bars dropped: a notes cell wrapped over several lines
+    reads as one sentence, since the cells left of it are empty on its later lines."""
+    return " ".join(re.sub("[│|]", " ", output).split())
 
 
 def _counter_rows(output: str) -> dict[str, tuple[int, int, int]]:
@@ -122,8 +131,12 @@ def test_demo_exits_cleanly_within_the_time_limit(demo: DemoRun) -> None:
 
 def test_output_is_plain_and_fits_the_terminal(demo: DemoRun) -> None:
     assert "\x1b[" not in demo.stdout  # not a tty: no colour codes
-    too_wide = [line for line in demo.stdout.splitlines() if len(line) > WIDTH]
+    too_wide = [line for line in demo.stdout.splitlines() if len(line) > PIPE_WIDTH]
     assert not too_wide
+    # One rich table per scenario, its notes column stretched to the pipe's width.
+    grids = [line for line in demo.stdout.splitlines() if line.startswith("┏")]
+    assert len(grids) == len(SCENARIOS)
+    assert all(len(line) == PIPE_WIDTH for line in grids)
 
 
 def test_unsafe_counters_lose_updates_and_seawall_lock_loses_none(demo: DemoRun) -> None:
@@ -138,7 +151,7 @@ def test_unsafe_counters_lose_updates_and_seawall_lock_loses_none(demo: DemoRun)
     # then undo the next holder's increments.
     assert rows["SETNX+EXPIRE"][2] > 0
     assert rows["seawall.Lock"] == (increments, increments, 0)
-    assert "leases lost: 0" in demo.stdout
+    assert "leases lost: 0" in _words(demo.stdout)
 
 
 def test_frozen_holder_is_fenced_off(demo: DemoRun) -> None:
@@ -156,7 +169,7 @@ def test_frozen_holder_is_fenced_off(demo: DemoRun) -> None:
     release = [row for row in timeline if row[0] == a_who and row[1] == "release()"]
     assert release == [(a_who, "release()", a_fence, "LockNotOwnedError")]
 
-    assert "Final balance 120" in demo.stdout
+    assert "Final balance 120" in _words(demo.stdout)
     assert "WHERE id = :id AND fence < :fence" in demo.stdout
 
 
@@ -173,7 +186,7 @@ def test_flash_sale_oversells_only_without_an_atomic_take(demo: DemoRun) -> None
     assert rows["read-then-decrement"][1] > 0
     for method in ("WATCH/MULTI", "seawall.Lock + GET", "seawall.Stock"):
         assert rows[method] == (flash_sale.UNITS, 0), method
-    assert "after the sink drained: 100 rows; books balanced" in " ".join(demo.stdout.split())
+    assert "after the sink drained: 100 rows; books balanced" in _words(demo.stdout)
 
 
 def test_stall_points_are_spread_over_the_work() -> None:
@@ -181,17 +194,37 @@ def test_stall_points_are_spread_over_the_work() -> None:
     assert stall_points(2000, 2) == (500, 1000)
 
 
+def _printed(table: Table, style: Style) -> str:
+    out = io.StringIO()
+    style.console(out).print(render(table, number=3))
+    return out.getvalue()
+
+
 def test_table_wraps_its_notes_column_to_the_width() -> None:
     table = Table(
         title="t",
         columns=[Column("method"), Column("lost", ">"), Column("notes", wrap=True)],
+        intro=["set up"],
+        notes=["note " * 30, "  code stays as it is"],
     )
     table.add("no lock", Cell("12", "bad"), "word " * 40)
-    lines = render(table, Style(colour=False, width=80))
+    text = _printed(table, Style(colour=False, width=80))
+    lines = text.splitlines()
+    assert lines[:2] == ["3. t", "set up"]
     assert max(len(line) for line in lines) <= 80
     assert sum("word" in line for line in lines) > 2
-    assert "\x1b[" not in "".join(lines)
-    assert "\x1b[31m" in "".join(render(table, Style(colour=True, width=80)))
+    assert sum("note" in line for line in lines) > 1
+    assert "  code stays as it is" in lines
+    assert "\x1b[" not in text
+    assert "\x1b[31m" in _printed(table, Style(colour=True, width=80))
+
+
+def test_style_into_a_pipe_is_plain_and_pipe_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("COLUMNS", raising=False)
+    monkeypatch.setenv("FORCE_COLOR", "1")  # not even this colours a pipe
+    assert Style.for_stream(io.StringIO()) == Style(colour=False, width=PIPE_WIDTH)
+    monkeypatch.setenv("COLUMNS", "90")
+    assert Style.for_stream(io.StringIO()).width == 90
 
 
 def test_version() -> None:
@@ -231,8 +264,8 @@ def test_server_command_serves_until_sigterm() -> None:
 
 
 _STAMPEDE_ROW = re.compile(
-    r"^\s+(?P<cache>GET / query / SET|seawall\.Cache)\s+(?P<requests>\d+)\s+(?P<queries>\d+)\s+"
-    r"(?P<p50>\d+) ms\s+(?P<p99>\d+) ms\s+(?P<max>\d+) ms\s"
+    rf"^{_BAR}(?P<cache>GET / query / SET|seawall\.Cache){_BAR}(?P<requests>\d+){_BAR}"
+    rf"(?P<queries>\d+){_BAR}(?P<p50>\d+) ms{_BAR}(?P<p99>\d+) ms{_BAR}(?P<max>\d+) ms{_BAR}"
 )
 
 

@@ -14,8 +14,12 @@ import pytest
 import seawall.demo
 from seawall.demo import consistency
 
-ROW = re.compile(r"^\s+(?P<label>delete after COMMIT|delete\(again_after=[\d.]+\)|seawall follow"
-                 r" \(no cache code in the writer\))\s+(?P<changed>\d+|-)\s+(?P<stale>\d+|-)\s")
+# A row's cells sit between the grid's vertical bars (`|` where there are no box characters).
+_BAR = r"\s*[│|]\s*"
+ROW = re.compile(
+    rf"^{_BAR}(?P<label>delete after COMMIT|delete\(again_after=[\d.]+\)|seawall follow"
+    rf" \(no cache code in the writer\)){_BAR}(?P<changed>\d+|-){_BAR}(?P<stale>\d+|-){_BAR}"
+)
 
 
 def stale_counts(monkeypatch: pytest.MonkeyPatch, database_url: str | None) -> dict[str, str]:

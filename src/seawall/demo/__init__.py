@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 import redis
+from rich.text import Text
 
 from seawall.demo import consistency, counter, fencing, flash_sale, stampede
 from seawall.demo._table import Style, Table, render
@@ -73,12 +74,12 @@ def run(
     import seawall
 
     stream = sys.stdout if out is None else out
-    style = Style.for_stream(stream)
+    console = Style.for_stream(stream).console(stream)
     progress = _Progress(sys.stderr)
     started = time.monotonic()
 
-    def emit(line: str = "") -> None:
-        print(line, file=stream, flush=True)
+    def emit(line: str | Text = "") -> None:
+        console.print(line)
 
     progress.show("starting a server and 8 worker processes")
     with seawall.server() as url, WorkerPool(WORKERS) as workers:
@@ -94,8 +95,11 @@ def run(
         )
         progress.clear()
         emit(
-            style.paint("seawall demo", "bold") + f": {len(workers)} worker processes, "
-            f"{_server_name(client)} at {url}" + (" (--quick)" if quick else "")
+            Text.assemble(
+                ("seawall demo", "bold"),
+                f": {len(workers)} worker processes, {_server_name(client)} at {url}"
+                + (" (--quick)" if quick else ""),
+            )
         )
         try:
             chosen = SCENARIOS if scenarios is None else scenarios
@@ -103,8 +107,7 @@ def run(
                 table = scenario(context)
                 progress.clear()
                 emit()
-                for line in render(table, style, number=number):
-                    emit(line)
+                console.print(render(table, number=number))
         finally:
             progress.clear()
             with _interrupts_deferred():

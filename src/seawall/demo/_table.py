@@ -1,30 +1,31 @@
-"""Plain-text tables for the demo: fixed columns, one wrapping column, optional colour.
+"""The demo's tables, printed through rich: one `rich.table.Table` per scenario.
 
-Scenarios build a `Table` (data only) and `render` turns it into lines that fit the
-terminal. Colour is decided by the caller, so the same table prints plain into a pipe or a
-test and coloured on a terminal.
+Scenarios build a `Table` (data only) and `render` turns it into a rich renderable: the
+title and intro above the grid, the notes under it. `Style` decides colour and width from
+the output stream, so the same table prints plain into a pipe or a test and coloured on a
+terminal.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
-import textwrap
 from dataclasses import dataclass, field
 from typing import Literal, TextIO
+
+from rich.console import Console, Group, RenderableType
+from rich.table import Table as RichTable
+from rich.text import Text
 
 Tone = Literal["good", "bad", "dim"]
 Align = Literal["<", ">"]
 
-# Output stays readable in 80-100 column terminals: never wider, and never squeezed below
-# what the fixed columns need.
-MIN_WIDTH = 80
-MAX_WIDTH = 100
+# Into a pipe or a file the layout is this wide (as the operations commands' tables), so
+# that rows fit on one line and scripts read them; a terminal narrower than this gets its
+# own width, a wider one no more than this (long notes read badly on 200 columns).
+PIPE_WIDTH = 120
 
-_ANSI = {"good": "\033[32m", "bad": "\033[31m", "dim": "\033[2m", "bold": "\033[1m"}
-_RESET = "\033[0m"
-_GAP = "  "
-_INDENT = "  "
+_TONES = {"good": "green", "bad": "red", "dim": "dim"}
 
 
 @dataclass(frozen=True)
@@ -64,97 +65,76 @@ class Table:
 @dataclass(frozen=True)
 class Style:
     colour: bool = False
-    width: int = MAX_WIDTH
+    width: int = PIPE_WIDTH
 
     @classmethod
     def for_stream(cls, stream: TextIO) -> Style:
-        """Colour only on a terminal that wants it (https://no-color.org)."""
+        """Colour only on a terminal that wants it (https://no-color.org); $COLUMNS wins."""
         tty = stream.isatty()
         colour = tty and "NO_COLOR" not in os.environ and os.environ.get("TERM") != "dumb"
-        # Honours $COLUMNS, then the terminal; a pipe gets MAX_WIDTH.
-        columns = shutil.get_terminal_size((MAX_WIDTH, 24)).columns
-        return cls(colour=colour, width=max(MIN_WIDTH, min(MAX_WIDTH, columns)))
-
-    def paint(self, text: str, tone: Tone | Literal["bold"] | None) -> str:
-        if not self.colour or tone is None or not text:
-            return text
-        return f"{_ANSI[tone]}{text}{_RESET}"
-
-
-def _cell(value: str | Cell) -> Cell:
-    return value if isinstance(value, Cell) else Cell(value)
-
-
-def _column_widths(table: Table, width: int) -> list[int]:
-    widths = [len(column.header) for column in table.columns]
-    for row in table.rows:
-        for index, value in enumerate(row):
-            longest = max((len(line) for line in _cell(value).text.splitlines()), default=0)
-            widths[index] = max(widths[index], longest)
-    wrapping = [i for i, column in enumerate(table.columns) if column.wrap]
-    if wrapping:
-        index = wrapping[0]
-        fixed = sum(w for i, w in enumerate(widths) if i != index)
-        room = width - len(_INDENT) - fixed - len(_GAP) * (len(widths) - 1)
-        widths[index] = max(len(table.columns[index].header), min(widths[index], room), 16)
-    return widths
-
-
-def _wrap(text: str, width: int) -> list[str]:
-    lines: list[str] = []
-    for paragraph in text.splitlines() or [""]:
-        lines.extend(textwrap.wrap(paragraph, width, break_on_hyphens=False) or [""])
-    return lines
-
-
-def _format_row(cells: list[Cell], table: Table, widths: list[int], style: Style) -> list[str]:
-    columns = table.columns
-    wrapped = [
-        _wrap(cell.text, width) if column.wrap else cell.text.splitlines() or [""]
-        for cell, column, width in zip(cells, columns, widths, strict=True)
-    ]
-    height = max(len(lines) for lines in wrapped)
-    out: list[str] = []
-    for line_no in range(height):
-        parts: list[str] = []
-        for cell, column, width, lines in zip(cells, columns, widths, wrapped, strict=True):
-            text = lines[line_no] if line_no < len(lines) else ""
-            padded = f"{text:{column.align}{width}}"
-            parts.append(style.paint(padded, cell.tone) if text else padded)
-        out.append((_INDENT + _GAP.join(parts)).rstrip())
-    return out
-
-
-def render(table: Table, style: Style, *, number: int | None = None) -> list[str]:
-    """The table as lines no wider than `style.width` (except unbreakable cells)."""
-    title = table.title if number is None else f"{number}. {table.title}"
-    lines = [style.paint(title, "bold")]
-    for text in table.intro:
-        lines.extend(_INDENT + line for line in _wrap(text, style.width - len(_INDENT)))
-    lines.append("")
-    widths = _column_widths(table, style.width)
-    header = [Cell(column.header) for column in table.columns]
-    lines.extend(_format_row(header, table, widths, style))
-    lines.append(_INDENT + _GAP.join("-" * width for width in widths))
-    for row in table.rows:
-        lines.extend(_format_row([_cell(value) for value in row], table, widths, style))
-    if table.notes:
-        lines.append("")
-    for note in table.notes:
-        if note.startswith(" "):
-            lines.append(_INDENT + note)
+        columns = os.environ.get("COLUMNS", "")
+        if columns.isdigit() and int(columns) > 0:
+            width = int(columns)
+        elif tty:
+            width = min(PIPE_WIDTH, shutil.get_terminal_size((PIPE_WIDTH, 24)).columns)
         else:
-            lines.extend(
-                textwrap.wrap(
-                    note,
-                    style.width,
-                    initial_indent=_INDENT,
-                    subsequent_indent=_INDENT * 2,
-                    break_on_hyphens=False,
-                )
-                or [""]
-            )
-    return lines
+            width = PIPE_WIDTH
+        return cls(colour=colour, width=width)
+
+    def console(self, stream: TextIO) -> Console:
+        """A console that writes `stream` at this width, with colour only if asked."""
+        # No markup or highlighting: cells such as `seawall.Lock(r, name, ttl=1.0)` or
+        # `[0-9]` are printed as they are. Without colour there is no colour system at
+        # all, so not even FORCE_COLOR puts escape codes into a pipe.
+        return Console(
+            file=stream,
+            width=self.width,
+            color_system="standard" if self.colour else None,
+            force_terminal=self.colour,
+            markup=False,
+            highlight=False,
+            emoji=False,
+        )
+
+
+def _cell(value: str | Cell) -> Text:
+    cell = value if isinstance(value, Cell) else Cell(value)
+    return Text(cell.text, style=_TONES[cell.tone] if cell.tone else "")
+
+
+def render(table: Table, *, number: int | None = None) -> RenderableType:
+    """The table as one rich renderable: title and intro, the grid, then the notes."""
+    title = Text(table.title if number is None else f"{number}. {table.title}", style="bold")
+    for line in table.intro:
+        title.append("\n" + line, style="not bold")
+    wraps = any(column.wrap for column in table.columns)
+    grid = RichTable(
+        title=title,
+        # "default", not "left": a left-justified title is padded with trailing spaces.
+        title_justify="default",
+        # The wrapping column takes whatever width the others leave (ratio), so the
+        # fixed columns never wrap and the notes use the whole line.
+        expand=wraps,
+        # Lines between rows: a wrapped cell would otherwise run into the next row.
+        show_lines=wraps,
+    )
+    for column in table.columns:
+        grid.add_column(
+            column.header,
+            justify="right" if column.align == ">" else "left",
+            no_wrap=not column.wrap,
+            ratio=1 if column.wrap else None,
+            overflow="fold" if column.wrap else "ellipsis",
+        )
+    for row in table.rows:
+        grid.add_row(*(_cell(value) for value in row))
+    parts: list[RenderableType] = [grid]
+    if table.notes:
+        parts.append(Text())
+    for note in table.notes:
+        # A note that starts with a space is code: kept as it is, not wrapped at spaces.
+        parts.append(Text(note, no_wrap=note.startswith(" "), overflow="fold"))
+    return Group(*parts)
 
 
 def seconds(value: float) -> str:
