@@ -1,0 +1,203 @@
+"""Web apps that use seawall.sessions, and the real servers that run them in tests.
+
+The Starlette app runs under uvicorn, the Flask app under werkzeug's WSGI server, each
+on a free 127.0.0.1 port; `python -m sessionapps PORT REDIS_URL` runs the Starlette app
+as a process of its own (the browser test starts two).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import redis
+import redis.asyncio
+import redis.asyncio.cluster
+import redis.cluster
+
+from seawall.sessions import SessionError, SessionMiddleware, logout_everywhere
+
+
+class CountingRedis(redis.asyncio.Redis):
+    """Records every command it sends: each is one round trip (seawall pipelines none)."""
+
+    sent: list[str]
+
+    async def execute_command(self, *args: Any, **options: Any) -> Any:
+        self.sent.append(str(args[0]))
+        return await super().execute_command(*args, **options)
+
+
+class CountingCluster(redis.asyncio.cluster.RedisCluster):
+    sent: list[str]
+
+    async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        self.sent.append(str(args[0]))
+        return await super().execute_command(*args, **kwargs)
+
+
+class SyncCountingRedis(redis.Redis):
+    sent: list[str]
+
+    def execute_command(self, *args: Any, **options: Any) -> Any:
+        self.sent.append(str(args[0]))
+        return super().execute_command(*args, **options)
+
+
+class SyncCountingCluster(redis.cluster.RedisCluster):
+    sent: list[str]
+
+    def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        self.sent.append(str(args[0]))
+        return super().execute_command(*args, **kwargs)
+
+
+def async_client(url: str, cluster: bool) -> Any:
+    client = (CountingCluster if cluster else CountingRedis).from_url(url)
+    client.sent = []
+    return client
+
+
+def sync_client(url: str, cluster: bool) -> Any:
+    client = (SyncCountingCluster if cluster else SyncCountingRedis).from_url(url)
+    client.sent = []
+    return client
+
+
+def starlette_app(client: Any, **options: Any) -> Any:
+    from starlette.applications import Starlette
+    from starlette.background import BackgroundTask
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    state: dict[str, Any] = {"barrier": None, "late": None}
+
+    async def show(request: Request) -> JSONResponse:
+        return JSONResponse({"data": dict(request.session), "user": request.session.user_id})
+
+    async def put(request: Request) -> JSONResponse:
+        """?name=value pairs; `wait=2`: load, then wait until 2 requests have loaded."""
+        params = dict(request.query_params)
+        wait = int(params.pop("wait", "0"))
+        session = request.session
+        if wait:
+            if state["barrier"] is None:
+                state["barrier"] = asyncio.Barrier(wait)
+            await asyncio.wait_for(state["barrier"].wait(), 10)
+        try:
+            for name, value in params.items():
+                session[name] = value
+        except SessionError as exc:
+            return JSONResponse({"error": type(exc).__name__, "message": str(exc)}, 400)
+        return JSONResponse({"data": dict(session)})
+
+    async def put_object(request: Request) -> JSONResponse:
+        try:
+            request.session["when"] = object()
+        except SessionError as exc:
+            return JSONResponse({"error": type(exc).__name__, "message": str(exc)}, 400)
+        return JSONResponse({})
+
+    async def grow_in_place(request: Request) -> JSONResponse:
+        """Grows a list in place: only the save sees the size."""
+        request.session["items"] = []
+        request.session["items"].extend(["x" * 100] * int(request.query_params["n"]))
+        return JSONResponse({})
+
+    async def drop(request: Request) -> JSONResponse:
+        del request.session[request.query_params["name"]]
+        return JSONResponse({})
+
+    async def login(request: Request) -> JSONResponse:
+        request.session.regenerate()
+        request.session["user"] = request.query_params["user"]
+        request.session.bind_user(request.query_params["user"])
+        return JSONResponse({})
+
+    async def logout(request: Request) -> JSONResponse:
+        request.session.clear()
+        return JSONResponse({})
+
+    async def everywhere(request: Request) -> JSONResponse:
+        ended = await logout_everywhere(client, request.query_params["user"])
+        return JSONResponse({"ended": ended})
+
+    async def write_late(request: Request) -> JSONResponse:
+        session = request.session
+        session["before"] = "1"
+
+        def late() -> None:
+            try:
+                session["after"] = "1"
+            except SessionError as exc:
+                state["late"] = type(exc).__name__
+
+        return JSONResponse({}, background=BackgroundTask(late))
+
+    async def late_error(request: Request) -> JSONResponse:
+        return JSONResponse({"late": state["late"]})
+
+    routes = [
+        Route("/", show),
+        Route("/put", put),
+        Route("/put-object", put_object),
+        Route("/grow", grow_in_place),
+        Route("/drop", drop),
+        Route("/login", login),
+        Route("/logout", logout),
+        Route("/everywhere", everywhere),
+        Route("/write-late", write_late),
+        Route("/late-error", late_error),
+    ]
+    app = Starlette(routes=routes)
+    app.add_middleware(SessionMiddleware, redis=client, **options)
+    return app
+
+
+def free_socket() -> socket.socket:
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+@contextmanager
+def uvicorn_thread(app: Any) -> Iterator[str]:
+    """`app` under uvicorn in a thread of this process; yields its base URL."""
+    import uvicorn
+
+    sock = free_socket()
+    config = uvicorn.Config(app, log_level="warning", lifespan="off")
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started:
+        assert time.monotonic() < deadline, "uvicorn did not start in 10 s"
+        time.sleep(0.01)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(10)
+        sock.close()
+
+
+def main(argv: list[str]) -> None:
+    """`python sessionapps.py PORT REDIS_URL`: the Starlette app under uvicorn."""
+    import uvicorn
+
+    port, url = int(argv[0]), argv[1]
+    app = starlette_app(redis.asyncio.Redis.from_url(url))
+    uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", lifespan="off")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
