@@ -29,6 +29,10 @@ class CountingRedis(redis.asyncio.Redis):
 
     sent: list[str]
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.sent = []  # before super(): a cluster client sends commands while it starts
+        super().__init__(*args, **kwargs)
+
     async def execute_command(self, *args: Any, **options: Any) -> Any:
         self.sent.append(str(args[0]))
         return await super().execute_command(*args, **options)
@@ -36,6 +40,10 @@ class CountingRedis(redis.asyncio.Redis):
 
 class CountingCluster(redis.asyncio.cluster.RedisCluster):
     sent: list[str]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.sent = []  # before super(): a cluster client sends commands while it starts
+        super().__init__(*args, **kwargs)
 
     async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
         self.sent.append(str(args[0]))
@@ -45,6 +53,10 @@ class CountingCluster(redis.asyncio.cluster.RedisCluster):
 class SyncCountingRedis(redis.Redis):
     sent: list[str]
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.sent = []  # before super(): a cluster client sends commands while it starts
+        super().__init__(*args, **kwargs)
+
     def execute_command(self, *args: Any, **options: Any) -> Any:
         self.sent.append(str(args[0]))
         return super().execute_command(*args, **options)
@@ -53,21 +65,21 @@ class SyncCountingRedis(redis.Redis):
 class SyncCountingCluster(redis.cluster.RedisCluster):
     sent: list[str]
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.sent = []  # before super(): a cluster client sends commands while it starts
+        super().__init__(*args, **kwargs)
+
     def execute_command(self, *args: Any, **kwargs: Any) -> Any:
         self.sent.append(str(args[0]))
         return super().execute_command(*args, **kwargs)
 
 
 def async_client(url: str, cluster: bool) -> Any:
-    client = (CountingCluster if cluster else CountingRedis).from_url(url)
-    client.sent = []
-    return client
+    return (CountingCluster if cluster else CountingRedis).from_url(url)
 
 
 def sync_client(url: str, cluster: bool) -> Any:
-    client = (SyncCountingCluster if cluster else SyncCountingRedis).from_url(url)
-    client.sent = []
-    return client
+    return (SyncCountingCluster if cluster else SyncCountingRedis).from_url(url)
 
 
 def starlette_app(client: Any, **options: Any) -> Any:
@@ -159,6 +171,73 @@ def starlette_app(client: Any, **options: Any) -> Any:
     app = Starlette(routes=routes)
     app.add_middleware(SessionMiddleware, redis=client, **options)
     return app
+
+
+def flask_app(client: Any, **options: Any) -> Any:
+    from flask import Flask, jsonify, request, session
+
+    from seawall.sessions.flask import RedisSessionInterface
+
+    app = Flask("sessions-test")
+    app.session_interface = RedisSessionInterface(client, **options)
+    barriers: dict[int, threading.Barrier] = {}
+
+    @app.get("/")
+    def show() -> Any:
+        return jsonify(data=dict(session), user=session.user_id)  # type: ignore[attr-defined]
+
+    @app.get("/put")
+    def put() -> Any:
+        params = dict(request.args)
+        wait = int(params.pop("wait", "0"))
+        if wait:
+            barriers.setdefault(wait, threading.Barrier(wait)).wait(10)
+        try:
+            for name, value in params.items():
+                session[name] = value
+        except SessionError as exc:
+            return jsonify(error=type(exc).__name__, message=str(exc)), 400
+        return jsonify(data=dict(session))
+
+    @app.get("/grow")
+    def grow() -> Any:
+        session["items"] = []
+        session["items"].extend(["x" * 100] * int(request.args["n"]))
+        return jsonify()
+
+    @app.get("/login")
+    def login() -> Any:
+        session.regenerate()  # type: ignore[attr-defined]
+        session["user"] = request.args["user"]
+        session.bind_user(request.args["user"])  # type: ignore[attr-defined]
+        return jsonify()
+
+    @app.get("/logout")
+    def logout() -> Any:
+        session.clear()
+        return jsonify()
+
+    @app.get("/everywhere")
+    def everywhere() -> Any:
+        return jsonify(ended=logout_everywhere(client, request.args["user"]))
+
+    return app
+
+
+@contextmanager
+def werkzeug_thread(app: Any) -> Iterator[str]:
+    """`app` under werkzeug's threaded WSGI server in a thread; yields its base URL."""
+    from werkzeug.serving import make_server
+
+    server = make_server("127.0.0.1", 0, app, threaded=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        thread.join(10)
+        server.server_close()
 
 
 def free_socket() -> socket.socket:
