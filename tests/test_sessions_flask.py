@@ -1,6 +1,6 @@
 """seawall.sessions.flask.RedisSessionInterface in a Flask app under werkzeug's WSGI
-server, on one server and on Redis Cluster, driven over HTTP by httpx; and one session
-shared by a Flask app and a Starlette app."""
+server, on one server and on Redis Cluster, driven over HTTP by httpx (a session shared
+by a Flask app and a FastAPI app: test_sessions_docs.py)."""
 
 from __future__ import annotations
 
@@ -90,19 +90,3 @@ def test_flask_bad_input(apps: Any, target: Any) -> None:
     with sessionapps.werkzeug_thread(down) as base:
         response = httpx.get(f"{base}/", cookies={"session": _ids.new_id()})
         assert response.status_code == 500
-
-
-def test_flask_and_starlette_share_one_session(standalone: Any) -> None:
-    flask_client = sessionapps.sync_client(standalone.url, False)
-    asgi_client = sessionapps.async_client(standalone.url, False)
-    with (
-        sessionapps.werkzeug_thread(sessionapps.flask_app(flask_client)) as flask_base,
-        sessionapps.uvicorn_thread(sessionapps.starlette_app(asgi_client)) as asgi_base,
-    ):
-        with httpx.Client(base_url=flask_base) as user:
-            user.get("/login?user=carol")
-            cookies = {"session": user.cookies["session"]}
-        response = httpx.get(f"{asgi_base}/put?from=starlette", cookies=cookies)
-        assert response.json()["data"] == {"user": "carol", "from": "starlette"}
-        shown = httpx.get(f"{flask_base}/", cookies=cookies).json()
-        assert shown == {"data": {"user": "carol", "from": "starlette"}, "user": "carol"}

@@ -25,7 +25,14 @@ def test_ids_are_256_random_bits_and_shaped_checked() -> None:
     assert len(ids) == 1000
     sample = ids.pop()
     assert _ids.is_valid(sample) and len(sample.split(".")[1]) == 43
-    for forged in ["", "abc", sample + "x", sample[:-1], "../" + sample[3:], sample.replace(".", ":")]:
+    for forged in [
+        "",
+        "abc",
+        sample + "x",
+        sample[:-1],
+        "../" + sample[3:],
+        sample.replace(".", ":"),
+    ]:
         assert not _ids.is_valid(forged), forged
 
 
@@ -141,6 +148,13 @@ def test_a_closed_session_refuses_changes_but_can_be_read() -> None:
     ):
         with pytest.raises(SessionClosed, match="would be lost"):
             change()
+
+
+def test_a_websocket_session_is_read_only() -> None:
+    session = Session(OPTIONS, _ids.new_id(), {"a": b"1"}, writable=False)
+    assert session["a"] == 1
+    with pytest.raises(SessionClosed, match="read-only on a WebSocket"):
+        session["b"] = 2
 
 
 def test_options_are_checked() -> None:
