@@ -4,7 +4,6 @@ on Redis Cluster, driven over HTTP by httpx."""
 from __future__ import annotations
 
 import concurrent.futures
-import time
 from collections.abc import Iterator
 from contextlib import ExitStack
 from typing import Any
@@ -12,22 +11,47 @@ from typing import Any
 import httpx
 import pytest
 import sessionapps
+from conftest import Target
 
 from seawall import _scripts
 from seawall.sessions import _ids
 
 
-@pytest.fixture
-def apps(target: Any) -> Iterator[tuple[Any, list[str]]]:
-    """Two instances of the app (two uvicorn servers, two clients) on one Redis."""
+@pytest.fixture(scope="module", params=["standalone", "cluster"])
+def topology(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """Two instances of the app (two uvicorn servers, two clients) on one Redis, started
+    once per module and topology."""
+    cluster = request.param == "cluster"
+    if cluster:
+        url = request.getfixturevalue("seawall_cluster").url
+    else:
+        url = request.getfixturevalue("seawall_server").url
+    target = Target(url, cluster)
     with ExitStack() as stack:
         clients, bases = [], []
         for _ in range(2):
-            client = sessionapps.async_client(target.url, target.cluster)
-            app = sessionapps.starlette_app(client, max_size=2000)
+            client = sessionapps.async_client(url, cluster)
+            app = sessionapps.starlette_app(client, max_size=2000, max_age=100)
             bases.append(stack.enter_context(sessionapps.uvicorn_thread(app)))
             clients.append(client)
-        yield clients, bases
+        yield target, (clients, bases)
+    target.close()
+
+
+@pytest.fixture
+def target(topology: Any) -> Any:
+    target = topology[0]
+    admin = target.sync()
+    if target.cluster:
+        admin.flushall(target_nodes=admin.PRIMARIES)
+    else:
+        admin.flushall()
+    return target
+
+
+@pytest.fixture
+def apps(topology: Any, target: Any) -> Any:
+    return topology[1]
 
 
 def browser(base: str) -> httpx.Client:
@@ -82,6 +106,19 @@ def test_parallel_requests_touching_different_fields_keep_both(apps: Any) -> Non
         with browser(base_two) as again:
             again.cookies.set("session", cookies["session"])
             assert again.get("/").json()["data"] == {"start": "1", "left": "1", "right": "1"}
+        # Each fits the limit (2000 bytes) alone, not both together: the second to save
+        # is refused by the script (HTTP 500), and writes nothing.
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            futures = [
+                pool.submit(
+                    httpx.get, f"{base_one}/put?wait=2&{field}={'x' * 1200}", cookies=cookies
+                )
+                for field in ("big1", "big2")
+            ]
+            codes = sorted(f.result(timeout=20).status_code for f in futures)
+        assert codes == [200, 500]
+        data = user.get("/").json()["data"]
+        assert len([name for name in data if name.startswith("big")]) == 1
 
 
 def test_regenerate_at_login_kills_the_old_id(apps: Any) -> None:
@@ -148,27 +185,28 @@ def test_bad_values_sizes_and_late_writes_fail_loudly_and_write_nothing(apps: An
         assert user.get("/").json()["data"] == {"before": "1"}
 
 
-def test_sliding_and_absolute_expiry(target: Any) -> None:
-    client = sessionapps.async_client(target.url, target.cluster)
-    app = sessionapps.starlette_app(client, max_age=100, absolute_lifetime=1)
-    with sessionapps.uvicorn_thread(app) as base, browser(base) as user:
+def test_sliding_and_absolute_expiry(apps: Any, target: Any) -> None:
+    _, (base_one, _) = apps
+    admin = target.sync()
+    with browser(base_one) as user:
         user.get("/put?a=1")
         (key,) = target.keys("seawall:session:*")
-        assert 0 < target.sync().pttl(key) <= 1000  # the absolute lifetime is the shorter
-        time.sleep(1.1)
-        assert user.get("/").json()["data"] == {}
-    client = sessionapps.async_client(target.url, target.cluster)
-    app = sessionapps.starlette_app(client, max_age=100, absolute_lifetime=1000)
-    with sessionapps.uvicorn_thread(app) as base, browser(base) as user:
-        user.get("/put?a=1")
-        (key,) = target.keys("seawall:session:*")
-        admin = target.sync()
+        assert 90_000 < admin.pttl(key) <= 100_000
         admin.pexpire(key, 5000)
         user.get("/")
         assert 90_000 < admin.pttl(key) <= 100_000  # a read slid it back to max_age
+        # 30 days (the absolute lifetime) after the id was issued, however busy:
+        created = int(admin.hget(key, "m:created"))
+        admin.hset(key, "m:created", created - 30 * 86_400_000 + 2000)
+        user.get("/")
+        assert 0 < admin.pttl(key) <= 2000  # what is left of the absolute lifetime
+        admin.hset(key, "m:created", created - 30 * 86_400_000)
+        response = user.get("/")
+        assert response.json()["data"] == {} and "Max-Age=0" in response.headers["set-cookie"]
+        assert target.keys("seawall:session:*") == []
 
 
-def test_redis_down_is_a_500_never_an_empty_session(standalone: Any) -> None:
+def test_redis_down_is_a_500_never_an_empty_session() -> None:
     with sessionapps.free_socket() as closed:
         port = closed.getsockname()[1]
     client = sessionapps.async_client(f"redis://127.0.0.1:{port}", cluster=False)

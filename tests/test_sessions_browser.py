@@ -22,14 +22,16 @@ HERE = Path(__file__).resolve().parent
 
 def _app_process(port: int, url: str) -> subprocess.Popen[bytes]:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(HERE), *sys.path]))
-    process = subprocess.Popen(
-        [sys.executable, str(HERE / "sessionapps.py"), str(port), url], env=env
-    )
+    command = [sys.executable, str(HERE / "sessionapps.py"), str(port), url]
+    return subprocess.Popen(command, env=env)
+
+
+def _wait_listening(process: subprocess.Popen[bytes], port: int) -> None:
     deadline = time.monotonic() + 20
     while True:
         try:
             socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
-            return process
+            return
         except OSError:
             assert process.poll() is None, f"the app on port {port} exited"
             assert time.monotonic() < deadline, f"the app on port {port} did not start in 20 s"
@@ -40,10 +42,14 @@ def _app_process(port: int, url: str) -> subprocess.Popen[bytes]:
 def two_processes(standalone: Any) -> Iterator[list[str]]:
     processes, bases = [], []
     try:
+        ports = []
         for _ in range(2):
             with sessionapps.free_socket() as sock:
-                port = sock.getsockname()[1]
-            processes.append(_app_process(port, standalone.url))
+                ports.append(sock.getsockname()[1])
+        # Both start at once: their imports overlap.
+        processes = [_app_process(port, standalone.url) for port in ports]
+        for process, port in zip(processes, ports, strict=True):
+            _wait_listening(process, port)
             bases.append(f"http://127.0.0.1:{port}")
         yield bases
     finally:

@@ -12,21 +12,46 @@ from typing import Any
 import httpx
 import pytest
 import sessionapps
+from conftest import Target
 
 from seawall import _scripts
 from seawall.sessions import _ids
 
 
-@pytest.fixture
-def apps(target: Any) -> Iterator[tuple[list[Any], list[str]]]:
+@pytest.fixture(scope="module", params=["standalone", "cluster"])
+def topology(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """Two instances of the app on one Redis, started once per module and topology."""
+    cluster = request.param == "cluster"
+    if cluster:
+        url = request.getfixturevalue("seawall_cluster").url
+    else:
+        url = request.getfixturevalue("seawall_server").url
+    target = Target(url, cluster)
     with ExitStack() as stack:
         clients, bases = [], []
         for _ in range(2):
-            client = sessionapps.sync_client(target.url, target.cluster)
+            client = sessionapps.sync_client(url, cluster)
             app = sessionapps.flask_app(client, max_size=2000)
             bases.append(stack.enter_context(sessionapps.werkzeug_thread(app)))
             clients.append(client)
-        yield clients, bases
+        yield target, (clients, bases)
+    target.close()
+
+
+@pytest.fixture
+def target(topology: Any) -> Any:
+    target = topology[0]
+    admin = target.sync()
+    if target.cluster:
+        admin.flushall(target_nodes=admin.PRIMARIES)
+    else:
+        admin.flushall()
+    return target
+
+
+@pytest.fixture
+def apps(topology: Any, target: Any) -> Any:
+    return topology[1]
 
 
 def test_flask_sessions_shared_by_two_instances_in_few_round_trips(apps: Any, target: Any) -> None:

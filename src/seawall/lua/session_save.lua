@@ -89,11 +89,12 @@ end
 if mode == 'reset' or mode == 'regen' then
   redis.call('del', KEYS[1])
 end
-if #changed > 0 then
-  redis.call('hset', target, unpack(changed))
+-- In slices: unpack() of a whole large session would overflow Lua's C stack.
+for i = 1, #changed, 1000 do
+  redis.call('hset', target, unpack(changed, i, math.min(i + 999, #changed)))
 end
-if #removed > 0 then
-  redis.call('hdel', target, unpack(removed))
+for i = 1, #removed, 1000 do
+  redis.call('hdel', target, unpack(removed, i, math.min(i + 999, #removed)))
 end
 redis.call('hset', target, 'm:created', string.format('%.0f', created))
 redis.call('pexpire', target, math.min(max_age, created + lifetime - now))
