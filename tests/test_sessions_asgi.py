@@ -3,6 +3,7 @@ on Redis Cluster, driven over HTTP by httpx."""
 
 from __future__ import annotations
 
+import asyncio
 import concurrent.futures
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -218,3 +219,17 @@ def test_redis_down_is_a_500_never_an_empty_session() -> None:
             # No cookie: nothing to load; the write is what fails.
             assert user.get("/").status_code == 200
             assert user.get("/put?a=1").status_code == 500
+
+
+def test_the_cookie_is_secure_over_https(seawall_server: Any) -> None:
+    async def main() -> str:
+        client = sessionapps.async_client(seawall_server.url, cluster=False)
+        app = sessionapps.starlette_app(client)
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="https://app") as user:
+            response = await user.get("/put?a=1")
+        await client.aclose()
+        return response.headers["set-cookie"]
+
+    cookie = asyncio.run(main())
+    assert "; Secure" in cookie and "HttpOnly" in cookie

@@ -173,3 +173,17 @@ def test_import_seawall_pulls_in_no_web_framework() -> None:
         "assert not bad, bad\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
+
+
+def test_pickle_only_by_name_and_unreadable_fields_are_dropped() -> None:
+    pickled = make_options(serializer="pickle")
+    session = Session(pickled)
+    session["tags"] = {"a", "b"}
+    (pair,) = plan(session).pairs
+    assert pair[0] == "d:tags"
+    # Bytes the serializer cannot read (written by another serializer): dropped from the
+    # view, removed by the next save, never an error for the request.
+    mixed = Session(OPTIONS, _ids.new_id(), {"ok": b"1", "old": pair[1]})
+    assert dict(mixed) == {"ok": 1}
+    mixed["ok"] = 2
+    assert plan(mixed).removed == ["d:old"]
