@@ -51,6 +51,8 @@ SERVERS = [
         ["/usr/share/java/zookeeper.jar", "/usr/share/zookeeper/zookeeper.jar"],
         ["zookeeper", "default-jre-headless"],
     ),
+    ("Chromium (seawall.sessions browser test)", ["chromium", "/usr/bin/chromium"], ["chromium"]),
+    ("ChromeDriver", ["chromedriver", "/usr/bin/chromedriver"], ["chromium-driver"]),
 ]
 
 
