@@ -133,7 +133,7 @@ def test_memory_doctor_advice_after_a_peak(
     seawall_server_factory: Any, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """260 MB written, 150 MB freed: the allocator keeps the peak and MEMORY DOCTOR says so.
-    (The process's RSS is then twice its used memory, yet Valkey 8's
+    (The process's RSS is then twice its used memory, yet the server's
     mem_fragmentation_ratio reads 1.03: it leaves out the allocator's retained pages, so a
     peak does not trip SD004; only fragmentation among live objects does.)"""
     server = seawall_server_factory()
