@@ -277,11 +277,19 @@ class QueryCacheCore:
         mappers = {state.mapper for state in flush_context.states}
         writes.tables |= _tables.written_tables(mappers)
         for state in flush_context.states:
+            # New rows get their identity key only after this event: read the primary key.
             identity: Any = state.key
-            if identity is None:
+            obj = state.obj()
+            if identity is not None:
+                values = identity[1]
+            elif obj is not None:
+                values = state.mapper.primary_key_from_instance(obj)
+            else:
+                continue
+            if any(value is None for value in values):
                 continue
             base = _tables.table_name(state.mapper.base_mapper.local_table)
-            writes.rows.setdefault(base, set()).add(_keys.row_key(identity[1]))
+            writes.rows.setdefault(base, set()).add(_keys.row_key(values))
 
     def _on_commit(self, session: Session) -> None:
         writes = session.info.pop(INFO_KEY, None)
