@@ -17,8 +17,7 @@ from sqlalchemy.orm import selectinload, sessionmaker
 from sqlaworkers import Address, Base, Blob, Counter, Tag, Tier, User, seed
 
 from seawall.errors import CacheSerializationError
-from seawall.sqlalchemy import QueryCache, cached
-from seawall.sqlalchemy import _keys, _tables
+from seawall.sqlalchemy import QueryCache, _keys, _tables, cached
 
 
 @pytest.fixture
