@@ -197,3 +197,28 @@ def test_async_session(pg_url: str, target: Any) -> None:
             await engine.dispose()
 
     asyncio.run(main())
+
+
+def test_a_released_savepoint_is_not_a_commit(pg_url: str, standalone: Any) -> None:
+    engine = create_engine(pg_url)
+    factory = sessionmaker(engine)
+    QueryCache(standalone.sync(), "nested").attach(factory)
+    with factory() as session:
+        names(session)
+    writer = factory()
+    with writer.begin_nested():
+        writer.get(User, 1).name = "anne"
+    # SAVEPOINT released, transaction open: other readers still get the committed rows
+    with factory() as session:
+        assert names(session) == ["ann", "bob"]
+    writer.commit()
+    writer.close()
+    with factory() as session:
+        assert names(session) == ["anne", "bob"]
+    counter = Counter(engine)
+    locking = select(User).order_by(User.id).with_for_update().options(cached())
+    for _ in range(2):
+        with factory() as session:
+            assert len(session.execute(locking).scalars().all()) == 2
+    assert counter.take() == 2, "FOR UPDATE must take its row locks in the database"
+    engine.dispose()

@@ -127,8 +127,13 @@ class QueryCacheCore:
             return None
         if option is None or state.is_relationship_load:
             return None
-        if getattr(state.load_options, "_refresh_state", None) is not None:
-            return None
+        load_options = state.load_options
+        if getattr(load_options, "_refresh_state", None) is not None:
+            return None  # a refresh or an expired attribute: the database answers
+        if getattr(load_options, "_populate_existing", False):
+            return None  # the caller asked for the rows as they are now
+        if getattr(state.statement, "_for_update_arg", None) is not None:
+            return None  # FOR UPDATE takes row locks: only the database can
         if isinstance(state.parameters, list) or self._must_read_database(state):
             return None
         return self._cached_execute(state, option.ttl)
@@ -292,6 +297,8 @@ class QueryCacheCore:
             writes.rows.setdefault(base, set()).add(_keys.row_key(values))
 
     def _on_commit(self, session: Session) -> None:
+        if session.in_nested_transaction():  # a SAVEPOINT released: nothing is committed yet
+            return
         writes = session.info.pop(INFO_KEY, None)
         if writes:
             self._invalidate(writes)

@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session, scoped_session, sessionmaker
 from sqlalchemy.util import await_only, greenlet_spawn
 
 from seawall._async.cache import AsyncCache
@@ -37,12 +37,15 @@ class QueryCache(QueryCacheCore):
         return load
 
     def attach(self, factory: F) -> F:
-        """Serve cached() statements of sessions made by `factory` (a sessionmaker, or a
-        Session subclass) and invalidate on their commits. Returns `factory`."""
-        if isinstance(factory, sessionmaker):
-            target = factory.class_
-        elif isinstance(factory, type) and issubclass(factory, Session):
-            target = factory
+        """Serve cached() statements of sessions made by `factory` (a sessionmaker, a
+        scoped_session or a Session subclass) and invalidate on their commits. Returns `factory`."""
+        source: Any = factory
+        if isinstance(source, scoped_session):
+            source = source.session_factory
+        if isinstance(source, sessionmaker):
+            target = source.class_
+        elif isinstance(source, type) and issubclass(source, Session):
+            target = source
         else:
             raise TypeError(
                 f"QueryCache {self.namespace!r}: attach() takes a sessionmaker or a Session "
@@ -50,6 +53,10 @@ class QueryCache(QueryCacheCore):
             )
         self._listen(target)
         return factory
+
+    def stats(self) -> Any:
+        """The result cache's seawall.CacheStats (hits per level, misses, loads, ...)."""
+        return self.entries.stats()
 
     def invalidate(self, *tables: Any) -> None:
         """Drop every cached result that reads these tables (Table objects, mapped classes
