@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import redis
 from sqlalchemy import create_engine, delete, insert, select, text, update
-from sqlalchemy.orm import selectinload, sessionmaker
+from sqlalchemy.orm import defer, selectinload, sessionmaker
 from sqlaworkers import Address, Base, Blob, Counter, Tag, Tier, User, seed
 
 from seawall.errors import CacheSerializationError
@@ -149,6 +149,15 @@ def test_results_are_plain_data_with_loaded_relationships_only(db: Any, standalo
         assert [a.email for a in users[0].addresses] == ["ann@example.com"]
         assert users[0].addresses[0].user is users[0]
         assert counter.take() == 0, "loaded relationships come from the cache"
+    deferred = select(User).order_by(User.id).options(defer(User.name), cached())
+    with factory() as session:
+        session.execute(deferred).scalars().all()
+    counter.take()
+    with factory() as session:
+        users = session.execute(deferred).scalars().all()
+        assert counter.take() == 0
+        assert users[1].name == "bob"  # a deferred column loads on access, as usual
+        assert counter.take() == 1
     with factory() as session:
         users = session.execute(select(User).order_by(User.id).options(cached())).scalars().all()
         assert counter.take() == 0

@@ -158,7 +158,7 @@ class QueryCacheCore:
         cache_key = statement._generate_cache_key()
         if cache_key is None:  # SQLAlchemy cannot name it (e.g. a lambda with closures)
             return None
-        described = self._describe(statement, cache_key.key, state.all_mappers)
+        described = self._describe(statement, cache_key.key, state)
         params = _keys.param_values(
             [(bind.key, bind.effective_value) for bind in cache_key.bindparams], parameters
         )
@@ -216,10 +216,10 @@ class QueryCacheCore:
             self._tables[table] = found
         return found
 
-    def _describe(self, statement: Any, structure: Any, mappers: Any) -> Described:
+    def _describe(self, statement: Any, structure: Any, state: ORMExecuteState) -> Described:
         found = self._memo.get(structure)
         if found is None:
-            tables = _tables.read_tables(statement, mappers)
+            tables = _tables.read_tables(statement, state.all_mappers)
             found = Described(str(statement), _keys.normalize(structure), tuple(sorted(tables)))
             if len(self._memo) >= MEMO_SIZE:
                 self._memo.clear()
@@ -227,33 +227,26 @@ class QueryCacheCore:
         return found
 
     def _rebuild(self, state: ORMExecuteState, payload: Any) -> Any:
-        """Cached rows as a Result; mapped instances merged into the session without SQL
-        (an instance already there takes the cached values, as populate_existing would)."""
-        mappers = self._mapper_index(state)
-        try:
-            keys, rows = decode_result(payload, mappers)
-        except LookupError:
-            self._mappers.clear()
-            keys, rows = decode_result(payload, self._mapper_index(state))
+        """Cached rows as a Result, with no SQL. Rows already in the session are used as
+        they are (as a query does); the others join it as persistent instances."""
         session = state.session
-        merged: dict[int, Any] = {}
-        out = []
-        with session.no_autoflush:
-            for row in rows:
-                cells = []
-                for cell in row:
-                    if hasattr(cell, "_sa_instance_state"):
-                        same = merged.get(id(cell))
-                        if same is None:
-                            same = merged[id(cell)] = session.merge(cell, load=False)
-                        cell = same
-                    cells.append(cell)
-                out.append(tuple(cells))
-        return IteratorResult(SimpleResultMetaData(keys), iter(out))
+        identity_map = session.identity_map
+        try:
+            keys, rows, built = decode_result(payload, self._mapper_index(state), identity_map.get)
+        except LookupError:  # a class mapped since the index was made
+            self._mappers.clear()
+            keys, rows, built = decode_result(payload, self._mapper_index(state), identity_map.get)
+        for instance in built:
+            # What Session.merge(load=False) does to attach, without its per-attribute copy.
+            session._update_impl(instance)
+            if instance.manager.dispatch.load:  # e.g. sqlalchemy.ext.mutable's tracking
+                instance.manager.dispatch.load(instance, None)
+        return IteratorResult(SimpleResultMetaData(keys), iter([tuple(row) for row in rows]))
 
     def _mapper_index(self, state: ORMExecuteState) -> dict[str, Mapper[Any]]:
         if not self._mappers:
-            for mapper in state.all_mappers:
+            mapper = state.bind_mapper
+            if mapper is not None:
                 for known in mapper.registry.mappers:
                     name = f"{known.class_.__module__}.{known.class_.__qualname__}"
                     self._mappers[name] = known

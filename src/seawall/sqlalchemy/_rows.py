@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from sqlalchemy import inspect
-from sqlalchemy.orm import Mapper, make_transient_to_detached
+from sqlalchemy.orm import Mapper
 from sqlalchemy.orm.attributes import set_committed_value
 from sqlalchemy.orm.base import instance_state
 
@@ -154,19 +154,44 @@ def encode_result(keys: Sequence[str], rows: Sequence[Sequence[Any]], statement:
 
 
 def decode_result(
-    payload: Any, mappers: dict[str, Mapper[Any]]
-) -> tuple[list[str], list[list[Any]]]:
-    """Keys and rows with detached instances (identity keys set, loaded attributes
-    committed, the rest unloaded), ready for Session.merge(load=False)."""
-    objs = []
-    for class_name, _columns, _rels in payload["objs"]:
+    payload: Any, mappers: dict[str, Mapper[Any]], existing: Callable[[Any], Any]
+) -> tuple[list[str], list[list[Any]], list[Any]]:
+    """Keys, rows, and the states of the instances built here.
+
+    An instance whose identity `existing(identity_key)` returns is used as it is, as a
+    query does with rows already in the session. Others are built with their identity
+    key and loaded values (no attribute events, no history: as the ORM's loader does),
+    their missing columns expired so they load on access; the caller attaches them.
+    """
+    objs: list[Any] = []
+    built: list[Any] = []
+    records = payload["objs"]
+    for class_name, columns, _rels in records:
         mapper = mappers.get(class_name)
         if mapper is None:
             raise LookupError(f"class {class_name} is not mapped in this process")
-        objs.append(mapper.class_manager.new_instance())
-    for obj, (_, columns, rels) in zip(objs, payload["objs"], strict=True):
-        for key, value in columns.items():
-            set_committed_value(obj, key, decode_value(value))
+        pk = tuple(decode_value(columns[key]) for key in _pk_keys(mapper))
+        identity = (mapper._identity_class, pk, None)  # identity_key_from_primary_key()
+        found = existing(identity)
+        if found is not None:
+            objs.append(found)
+            built.append(None)
+            continue
+        obj = mapper.class_manager.new_instance()
+        state = instance_state(obj)
+        state.dict.update(
+            {
+                key: decode_value(value) if type(value) is dict else value
+                for key, value in columns.items()
+            }
+        )
+        state.key = identity
+        objs.append(obj)
+        built.append(state)
+    for state, (_, columns, rels) in zip(built, records, strict=True):
+        if state is None:
+            continue
+        obj = state.obj()
         for key, ref in rels.items():
             if ref is None:
                 set_committed_value(obj, key, None)
@@ -174,8 +199,9 @@ def decode_result(
                 set_committed_value(obj, key, [objs[i] for i in ref])
             else:
                 set_committed_value(obj, key, objs[ref])
-    for obj in objs:
-        make_transient_to_detached(obj)
+        every = _column_keys(state.mapper)
+        if len(columns) < len(every):  # deferred columns: expired, so they load on access
+            state._expire_attributes(state.dict, [key for key in every if key not in columns])
     rows = [
         [
             objs[cell["o"]] if isinstance(cell, dict) and "o" in cell else decode_value(cell)
@@ -183,4 +209,24 @@ def decode_result(
         ]
         for row in payload["rows"]
     ]
-    return payload["keys"], rows
+    return payload["keys"], rows, [state for state in built if state is not None]
+
+
+_PK_KEYS: dict[Mapper[Any], tuple[str, ...]] = {}
+_COLUMN_KEYS: dict[Mapper[Any], tuple[str, ...]] = {}
+
+
+def _pk_keys(mapper: Mapper[Any]) -> tuple[str, ...]:
+    found = _PK_KEYS.get(mapper)
+    if found is None:
+        found = tuple(mapper.get_property_by_column(c).key for c in mapper.primary_key)
+        _PK_KEYS[mapper] = found
+    return found
+
+
+def _column_keys(mapper: Mapper[Any]) -> tuple[str, ...]:
+    found = _COLUMN_KEYS.get(mapper)
+    if found is None:
+        found = tuple(attr.key for attr in mapper.column_attrs)
+        _COLUMN_KEYS[mapper] = found
+    return found
