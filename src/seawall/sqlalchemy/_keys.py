@@ -105,9 +105,11 @@ def tables_namespace(namespace: str) -> str:
 
 
 def rows_namespace(namespace: str, table_name: str) -> str:
-    """The per-row version namespace of a table: `seawall follow --map TABLE=<this>`
-    invalidates session.get results of single rows."""
-    return f"{namespace}:rows:{table_name}"
+    """The token namespace of a table (its table tokens and one token per row):
+    `seawall follow --map TABLE=<this>` invalidates cached session.get()s row by row.
+    A "." joins them, as --map takes no ":" in a namespace (which the QueryCache's own
+    namespaces use, so the two kinds never collide)."""
+    return f"{namespace}.{table_name}"
 
 
 def is_read_only_text(sql: str) -> bool:
