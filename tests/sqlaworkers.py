@@ -7,7 +7,7 @@ import enum
 from typing import Any
 
 import redis
-from sqlalchemy import Column, ForeignKey, PickleType, Table, create_engine, event, select
+from sqlalchemy import JSON, Column, ForeignKey, PickleType, Table, create_engine, event, select
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship, sessionmaker
 
 from seawall.sqlalchemy import QueryCache, cached
@@ -35,6 +35,7 @@ class User(Base):
     id: Mapped[int] = mapped_column(primary_key=True)
     name: Mapped[str]
     tier: Mapped[Tier] = mapped_column(default=Tier.FREE)
+    prefs: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     addresses: Mapped[list[Address]] = relationship(back_populates="user")
     tags: Mapped[list[Tag]] = relationship(secondary=user_tags)
 
@@ -80,7 +81,12 @@ class Counter:
 def seed(session: Any) -> None:
     session.add_all(
         [
-            User(id=1, name="ann", addresses=[Address(id=10, email="ann@example.com")]),
+            User(
+                id=1,
+                name="ann",
+                prefs={"lang": "en"},
+                addresses=[Address(id=10, email="ann@example.com")],
+            ),
             User(id=2, name="bob", tier=Tier.GOLD, tags=[Tag(id=5, label="vip")]),
         ]
     )

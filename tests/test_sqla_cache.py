@@ -149,6 +149,9 @@ def test_results_are_plain_data_with_loaded_relationships_only(db: Any, standalo
         assert [a.email for a in users[0].addresses] == ["ann@example.com"]
         assert users[0].addresses[0].user is users[0]
         assert counter.take() == 0, "loaded relationships come from the cache"
+        users[0].prefs["lang"] = "fr"  # mutated in place, never flushed
+    with factory() as session:
+        assert session.execute(eager).scalars().first().prefs == {"lang": "en"}
     deferred = select(User).order_by(User.id).options(defer(User.name), cached())
     with factory() as session:
         session.execute(deferred).scalars().all()

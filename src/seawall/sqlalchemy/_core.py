@@ -25,7 +25,7 @@ from sqlalchemy.sql.elements import TextClause
 
 from seawall._async.cache_base import REDIS_DOWN
 from seawall._validate import check_name, check_seconds
-from seawall.errors import CacheUnavailable
+from seawall.errors import CacheUnavailable, CacheWaitTimeout
 from seawall.sqlalchemy import _keys, _tables
 from seawall.sqlalchemy._option import find_cached
 from seawall.sqlalchemy._rows import decode_result, encode_result
@@ -178,7 +178,7 @@ class QueryCacheCore:
         try:
             key = self._entry_key(state, described, digest)
             payload = self._run(self.entries.get_or_load(key, self._loader(load), ttl=ttl))
-        except (*REDIS_DOWN, CacheUnavailable) as exc:
+        except (*REDIS_DOWN, CacheUnavailable, CacheWaitTimeout) as exc:
             if "failed" in stash:
                 raise
             if "frozen" in stash:
@@ -293,8 +293,17 @@ class QueryCacheCore:
         if session.in_nested_transaction():  # a SAVEPOINT released: nothing is committed yet
             return
         writes = session.info.pop(INFO_KEY, None)
-        if writes:
+        if not writes:
+            return
+        try:
             self._invalidate(writes)
+        except Exception:  # the COMMIT is done: raising would tell the caller it failed
+            log.exception(
+                "QueryCache %r: invalidating after COMMIT failed; results of tables %s "
+                "may be served until their ttl",
+                self.namespace,
+                sorted(writes.tables | writes.bulk | set(writes.rows)),
+            )
 
     def _on_transaction_end(self, session: Session, transaction: Any) -> None:
         if transaction.parent is None:  # the root: committed (done above) or rolled back
@@ -346,8 +355,8 @@ class QueryCacheCore:
         if now - self._warned_at >= WARN_EVERY:
             self._warned_at = now
             log.warning(
-                "QueryCache %r: Redis is unreachable (%r); reading %s from the database "
-                "(this warning repeats at most every %.0f s)",
+                "QueryCache %r: Redis is unreachable or too slow (%r); reading %s from the "
+                "database (this warning repeats at most every %.0f s)",
                 self.namespace,
                 exc,
                 _short(statement),

@@ -13,6 +13,7 @@ on the rebuilt instance and load on access as usual.
 
 from __future__ import annotations
 
+import copy
 import datetime
 import decimal
 import enum
@@ -73,8 +74,8 @@ def decode_value(value: Any) -> Any:
     if not isinstance(value, dict):
         return value
     ((tag, text),) = value.items()
-    if tag == "j":
-        return text
+    if tag == "j":  # a copy: the L1 keeps the decoded payload, and JSON values are mutable
+        return copy.deepcopy(text)
     if tag == "e":
         return _enum_member(*text)
     return _TAGGED[tag][2](text)
