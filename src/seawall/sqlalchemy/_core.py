@@ -236,11 +236,18 @@ class QueryCacheCore:
         except LookupError:  # a class mapped since the index was made
             self._mappers.clear()
             keys, rows, built = decode_result(payload, self._mapper_index(state), identity_map.get)
+        # Attached as the ORM's loader attaches the rows of a query (loading.py), with the
+        # same events: `load` (context None; sqlalchemy.ext.mutable relies on it) and
+        # `loaded_as_persistent`.
+        session_id = session.hash_key
+        as_persistent = session.dispatch.loaded_as_persistent
         for instance in built:
-            # What Session.merge(load=False) does to attach, without its per-attribute copy.
-            session._update_impl(instance)
-            if instance.manager.dispatch.load:  # e.g. sqlalchemy.ext.mutable's tracking
+            instance.session_id = session_id
+            identity_map._add_unpresent(instance, instance.key)
+            if instance.manager.dispatch.load:
                 instance.manager.dispatch.load(instance, None)
+            if as_persistent:
+                as_persistent(session, instance)
         return IteratorResult(SimpleResultMetaData(keys), iter([tuple(row) for row in rows]))
 
     def _mapper_index(self, state: ORMExecuteState) -> dict[str, Mapper[Any]]:

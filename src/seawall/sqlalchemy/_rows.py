@@ -2,7 +2,7 @@
 
 A payload is JSON-ready (lists, strings, numbers, None and tagged dicts):
 
-    {"keys": [...], "objs": [[class, {column: value}, {relationship: ref}], ...],
+    {"keys": [...], "objs": [[class, {column: value}, {relationship: ref}, plain], ...],
      "rows": [[cell, ...], ...]}
 
 A mapped instance is stored once in "objs" and referenced by {"o": index}, so loaded
@@ -109,13 +109,16 @@ class _Encoder:
             return found
         slot = len(self.objs)
         self.index[id(obj)] = slot
-        record: list[Any] = [_class_name(mapper), {}, {}]
+        # [class, {column: value}, {relationship: ref}, 1 when no value is tagged]
+        record: list[Any] = [_class_name(mapper), {}, {}, 1]
         self.objs.append(record)
         loaded = instance_state(obj).dict
         for attr in mapper.column_attrs:
             if attr.key in loaded:
                 where = f"column {mapper.class_.__name__}.{attr.key}"
-                record[1][attr.key] = encode_value(loaded[attr.key], where)
+                value = record[1][attr.key] = encode_value(loaded[attr.key], where)
+                if type(value) is dict:
+                    record[3] = 0
         for rel in mapper.relationships:
             if rel.key not in loaded:
                 continue
@@ -167,7 +170,7 @@ def decode_result(
     objs: list[Any] = []
     built: list[Any] = []
     records = payload["objs"]
-    for class_name, columns, _rels in records:
+    for class_name, columns, _rels, plain in records:
         mapper = mappers.get(class_name)
         if mapper is None:
             raise LookupError(f"class {class_name} is not mapped in this process")
@@ -180,16 +183,19 @@ def decode_result(
             continue
         obj = mapper.class_manager.new_instance()
         state = instance_state(obj)
-        state.dict.update(
-            {
-                key: decode_value(value) if type(value) is dict else value
-                for key, value in columns.items()
-            }
-        )
+        if plain:  # the common case: every value as JSON gave it
+            state.dict.update(columns)
+        else:
+            state.dict.update(
+                {
+                    key: decode_value(value) if type(value) is dict else value
+                    for key, value in columns.items()
+                }
+            )
         state.key = identity
         objs.append(obj)
         built.append(state)
-    for state, (_, columns, rels) in zip(built, records, strict=True):
+    for state, (_, columns, rels, _plain) in zip(built, records, strict=True):
         if state is None:
             continue
         obj = state.obj()
