@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import redis
 from sqlalchemy import create_engine, delete, insert, select, text, update
-from sqlalchemy.orm import defer, selectinload, sessionmaker
+from sqlalchemy.orm import aliased, defer, joinedload, selectinload, sessionmaker
 from sqlaworkers import Address, Base, Blob, Counter, Tag, Tier, User, seed
 
 from seawall.errors import CacheSerializationError
@@ -150,6 +150,12 @@ def test_results_are_plain_data_with_loaded_relationships_only(db: Any, standalo
         assert users[0].addresses[0].user is users[0]
         assert counter.take() == 0, "loaded relationships come from the cache"
         users[0].prefs["lang"] = "fr"  # mutated in place, never flushed
+    joined = select(User).order_by(User.id).options(joinedload(User.addresses), cached())
+    for expected_sql in (1, 0):
+        with factory() as session:
+            users = session.execute(joined).unique().scalars().all()
+            assert [len(u.addresses) for u in users] == [1, 0]
+        assert counter.take() == expected_sql
     with factory() as session:
         assert session.execute(eager).scalars().first().prefs == {"lang": "en"}
     deferred = select(User).order_by(User.id).options(defer(User.name), cached())
@@ -220,7 +226,7 @@ def test_textual_writes_and_invalidate(db: Any, standalone: Any) -> None:
 def test_redis_down_reads_the_database(db: Any, seawall_server_factory: Any, caplog: Any) -> None:
     server = seawall_server_factory()
     client = redis.Redis.from_url(server.url, socket_timeout=0.5, socket_connect_timeout=0.5)
-    factory, _, counter = make(db, client)
+    factory, _, counter = make(db, client, l1_size=0, hot_keys=0)  # reads reach Redis
     with factory() as session:
         assert names(session) == ["ann", "bob"]
     server.stop()
@@ -251,6 +257,7 @@ def test_keys_are_stable_and_name_every_table() -> None:
     tables = _tables.read_tables(first, [User.__mapper__])
     assert tables == {"users", "addresses", "user_tags", "tags"}
     assert _tables.read_tables(select(Tag), [Tag.__mapper__]) == {"tags"}
+    assert "users" in _tables.read_tables(select(aliased(User).name), [])
     assert _tables.written_tables([User.__mapper__]) == {"users", "user_tags"}
     assert _keys.row_key((7, "eu")) == "7:eu"
     assert _keys.is_read_only_text(" select * from users ")

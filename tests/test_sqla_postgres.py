@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import multiprocessing
 import os
 import threading
@@ -14,6 +15,7 @@ from typing import Any
 
 import psycopg
 import pytest
+import redis.asyncio
 from sqlalchemy import create_engine, event, select
 from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 from sqlalchemy.orm import sessionmaker
@@ -222,3 +224,33 @@ def test_a_released_savepoint_is_not_a_commit(pg_url: str, standalone: Any) -> N
             assert len(session.execute(locking).scalars().all()) == 2
     assert counter.take() == 2, "FOR UPDATE must take its row locks in the database"
     engine.dispose()
+
+
+def test_async_redis_down_reads_the_database(
+    pg_url: str, seawall_server_factory: Any, caplog: Any
+) -> None:
+    server = seawall_server_factory()
+
+    async def main() -> None:
+        engine = create_async_engine(pg_url.replace("+psycopg", "+psycopg_async"))
+        client = redis.asyncio.Redis.from_url(server.url, socket_timeout=0.5)
+        cache = AsyncQueryCache(client, "down", l1_size=0, hot_keys=0)  # reads reach Redis
+        factory = cache.attach(async_sessionmaker(engine))
+        query = select(User).order_by(User.id).options(cached())
+        try:
+            async with factory() as session:
+                assert len((await session.execute(query)).scalars().all()) == 2
+            server.stop()
+            async with factory() as session:
+                users = (await session.execute(query)).scalars().all()
+                assert [u.name for u in users] == ["ann", "bob"]
+                users[0].name = "anne"
+                await session.commit()  # the failed invalidation is logged, not raised
+        finally:
+            await client.aclose()
+            await engine.dispose()
+
+    with caplog.at_level(logging.WARNING, logger="seawall.sqlalchemy"):
+        asyncio.run(main())
+    assert "Redis is unreachable" in caplog.text
+    assert "could not invalidate" in caplog.text
