@@ -200,6 +200,8 @@ def test_bad_input(db: Any, standalone: Any, caplog: Any) -> None:
         cache.attach(object())
     with pytest.raises(ValueError, match="ttl of cached"):
         cached(ttl=-1)
+    with pytest.raises(TypeError, match="bloom= does not apply"):
+        QueryCache(standalone.sync(), "shop2", bloom=object())
 
 
 def test_textual_writes_and_invalidate(db: Any, standalone: Any) -> None:

@@ -78,6 +78,11 @@ class QueryCacheCore:
         self.namespace = check_name(namespace, "QueryCache")
         self.ttl = check_seconds(ttl, f"ttl of QueryCache {self.namespace!r}")
         self._client = client
+        if "bloom" in cache_options:
+            raise TypeError(
+                f"QueryCache {self.namespace!r}: bloom= does not apply (result keys are "
+                "digests, never ids a filter could hold); remove it"
+            )
         self._options = {"stale_ttl": 0, **cache_options}
         token_options = {**self._options, "stale_ttl": 0}
         self._token_options = token_options
