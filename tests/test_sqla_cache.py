@@ -216,13 +216,26 @@ def test_textual_writes_and_invalidate(db: Any, standalone: Any) -> None:
         session.commit()
     with factory() as session:
         assert names(session) == ["zed", "bob"], "a textual write invalidates everything"
-    with db.begin() as conn:  # outside the session: seawall sees nothing
+    with factory() as session:  # through the session's connection, not its execute()
+        session.connection().execute(text("UPDATE users SET name = 'zia' WHERE id = 1"))
+        session.commit()
+    with factory() as session:
+        assert names(session) == ["zia", "bob"]
+    with factory() as session:
+        assert session.get(User, 2, options=[cached()]).name == "bob"
+    with factory() as session:  # the legacy bulk methods write through it too
+        session.bulk_update_mappings(User, [{"id": 2, "name": "bo"}])
+        session.commit()
+    with factory() as session:
+        assert session.get(User, 2, options=[cached()]).name == "bo"
+        assert names(session) == ["zia", "bo"]
+    with db.begin() as conn:  # outside any session: seawall sees nothing
         conn.execute(text("UPDATE users SET name = 'zoe' WHERE id = 1"))
     with factory() as session:
-        assert names(session) == ["zed", "bob"]
+        assert names(session) == ["zia", "bo"]
     cache.invalidate(User)
     with factory() as session:
-        assert names(session) == ["zoe", "bob"]
+        assert names(session) == ["zoe", "bo"]
 
 
 def test_redis_down_reads_the_database(db: Any, seawall_server_factory: Any, caplog: Any) -> None:

@@ -207,17 +207,20 @@ def test_a_released_savepoint_is_not_a_commit(pg_url: str, standalone: Any) -> N
     QueryCache(standalone.sync(), "nested").attach(factory)
     with factory() as session:
         names(session)
+        session.get(User, 2, options=[cached()])
     writer = factory()
     with writer.begin_nested():
         writer.get(User, 1).name = "anne"
     # SAVEPOINT released, transaction open: other readers still get the committed rows
     with factory() as session:
         assert names(session) == ["ann", "bob"]
+    counter = Counter(engine)
     writer.commit()
     writer.close()
     with factory() as session:
         assert names(session) == ["anne", "bob"]
-    counter = Counter(engine)
+        assert session.get(User, 2, options=[cached()]).name == "bob"
+    assert counter.take() == 1, "SAVEPOINTs are not writes: row 2's get stays cached"
     locking = select(User).order_by(User.id).with_for_update().options(cached())
     for _ in range(2):
         with factory() as session:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -21,7 +22,8 @@ from typing import Any
 from sqlalchemy import event
 from sqlalchemy.engine.result import IteratorResult, SimpleResultMetaData
 from sqlalchemy.orm import Mapper, ORMExecuteState, Session
-from sqlalchemy.sql.elements import TextClause
+from sqlalchemy.sql.elements import TextClause, _IdentifiedClause
+from sqlalchemy.sql.expression import TableClause
 
 from seawall._async.cache_base import REDIS_DOWN
 from seawall._validate import check_name, check_seconds
@@ -45,6 +47,7 @@ TOKEN_TTL = 86_400.0
 PER_STATEMENT = frozenset({"READ COMMITTED", "READ UNCOMMITTED", "AUTOCOMMIT"})
 
 INFO_KEY = "seawall.query_cache.writes"
+IN_FLUSH = "seawall.query_cache.in_flush"
 ATTACHED = "_seawall_query_cache"
 WARN_EVERY = 30.0
 MEMO_SIZE = 2000
@@ -92,6 +95,10 @@ class QueryCacheCore:
         self._memo: dict[Any, Described] = {}
         self._mappers: dict[str, Mapper[Any]] = {}
         self._warned_at = -WARN_EVERY
+        # Connections of watched sessions -> the session now using each (see _on_begin).
+        self._connections: weakref.WeakKeyDictionary[Any, weakref.ref[Session]] = (
+            weakref.WeakKeyDictionary()
+        )
 
     # -- the face's flavour ------------------------------------------------------------
 
@@ -117,6 +124,10 @@ class QueryCacheCore:
         event.listen(target, "after_flush", self._on_flush)
         event.listen(target, "after_commit", self._on_commit)
         event.listen(target, "after_transaction_end", self._on_transaction_end)
+        event.listen(target, "after_begin", self._on_begin)
+        event.listen(target, "before_flush", self._on_before_flush)
+        event.listen(target, "after_flush_postexec", self._on_flush_done)
+        event.listen(target, "after_soft_rollback", self._on_flush_done)
 
     # -- reads -------------------------------------------------------------------------
 
@@ -282,6 +293,52 @@ class QueryCacheCore:
         elif not (isinstance(statement, TextClause) and _keys.is_read_only_text(statement.text)):
             self._writes(state.session).everything = True
 
+    def _on_begin(self, session: Session, transaction: Any, connection: Any) -> None:
+        """Watch what the transaction's connection executes: writes that bypass the
+        session's execute() (session.connection().execute(), the legacy bulk_* methods)
+        still reach the database through it. One listener per connection, ever."""
+        known = connection in self._connections
+        self._connections[connection] = weakref.ref(session)
+        if not known:
+            event.listen(connection, "after_cursor_execute", self._on_cursor)
+
+    def _on_cursor(
+        self,
+        connection: Any,
+        cursor: Any,
+        statement: str,
+        parameters: Any,
+        context: Any,
+        executemany: bool,
+    ) -> None:
+        ref = self._connections.get(connection)
+        session = None if ref is None else ref()
+        if session is None or session.get_transaction() is None:
+            return
+        compiled = context.compiled
+        core = getattr(compiled, "statement", None)
+        if context.isinsert or context.isupdate or context.isdelete:
+            table = getattr(core, "table", None)
+            writes = self._writes(session)
+            if not isinstance(table, TableClause):
+                writes.everything = True
+                return
+            name = _tables.table_name(table)
+            writes.tables.add(name)
+            if not session.info.get(IN_FLUSH):  # a flush's rows are named by after_flush
+                writes.bulk.add(name)
+        elif isinstance(core, _IdentifiedClause):  # SAVEPOINT, RELEASE, ROLLBACK TO
+            return
+        elif not getattr(core, "is_select", False) and not _keys.is_read_only_text(statement):
+            self._writes(session).everything = True
+
+    def _on_before_flush(self, session: Session, *args: Any) -> None:
+        # A unit-of-work flush (not the legacy bulk_* methods, which flush nothing).
+        session.info[IN_FLUSH] = True
+
+    def _on_flush_done(self, session: Session, *args: Any) -> None:
+        session.info.pop(IN_FLUSH, None)
+
     def _on_flush(self, session: Session, flush_context: Any) -> None:
         writes = self._writes(session)
         mappers = {state.mapper for state in flush_context.states}
@@ -320,6 +377,7 @@ class QueryCacheCore:
     def _on_transaction_end(self, session: Session, transaction: Any) -> None:
         if transaction.parent is None:  # the root: committed (done above) or rolled back
             session.info.pop(INFO_KEY, None)
+            session.info.pop(IN_FLUSH, None)
 
     def _drops(self, writes: Writes) -> list[tuple[Any, list[str]]]:
         """(cache, keys) to delete: one delete_many, one round trip, per written table."""
