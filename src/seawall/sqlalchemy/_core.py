@@ -1,4 +1,4 @@
-"""QueryCache's event glue, shared by the sync and asyncio faces.
+"""QueryCache's read path and invalidation, shared by the sync and asyncio faces.
 
 Reads: a SELECT carrying cached() is answered from a seawall Cache under a key that folds in
 the version token of every table its result may include. Writes: the tables (and, for the
@@ -14,16 +14,13 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-import weakref
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import event
 from sqlalchemy.engine.result import IteratorResult, SimpleResultMetaData
 from sqlalchemy.orm import Mapper, ORMExecuteState, Session
-from sqlalchemy.sql.elements import TextClause, _IdentifiedClause
-from sqlalchemy.sql.expression import TableClause
 
 from seawall._async.cache_base import REDIS_DOWN
 from seawall._validate import check_name, check_seconds
@@ -31,6 +28,7 @@ from seawall.errors import CacheUnavailable, CacheWaitTimeout
 from seawall.sqlalchemy import _keys, _tables
 from seawall.sqlalchemy._option import find_cached
 from seawall.sqlalchemy._rows import decode_result, encode_result
+from seawall.sqlalchemy._writes import INFO_KEY, WriteRecorder, Writes
 
 log = logging.getLogger("seawall.sqlalchemy")
 
@@ -46,21 +44,9 @@ TOKEN_TTL = 86_400.0
 # Isolation levels where each statement reads a fresh snapshot.
 PER_STATEMENT = frozenset({"READ COMMITTED", "READ UNCOMMITTED", "AUTOCOMMIT"})
 
-INFO_KEY = "seawall.query_cache.writes"
-IN_FLUSH = "seawall.query_cache.in_flush"
 ATTACHED = "_seawall_query_cache"
 WARN_EVERY = 30.0
 MEMO_SIZE = 2000
-
-
-@dataclass
-class Writes:
-    """What the current transaction of one session wrote (kept in session.info)."""
-
-    tables: set[str] = field(default_factory=set)
-    bulk: set[str] = field(default_factory=set)
-    rows: dict[str, set[str]] = field(default_factory=dict)
-    everything: bool = False
 
 
 @dataclass(frozen=True)
@@ -74,10 +60,11 @@ def new_token() -> str:
     return secrets.token_hex(6)
 
 
-class QueryCacheCore:
+class QueryCacheCore(WriteRecorder):
     """Everything but the Cache calls' flavour (see module docstring)."""
 
     def __init__(self, client: Any, namespace: str, ttl: float = 300.0, **cache_options: Any):
+        super().__init__()
         self.namespace = check_name(namespace, "QueryCache")
         self.ttl = check_seconds(ttl, f"ttl of QueryCache {self.namespace!r}")
         self._client = client
@@ -95,10 +82,6 @@ class QueryCacheCore:
         self._memo: dict[Any, Described] = {}
         self._mappers: dict[str, Mapper[Any]] = {}
         self._warned_at = -WARN_EVERY
-        # Connections of watched sessions -> the session now using each (see _on_begin).
-        self._connections: weakref.WeakKeyDictionary[Any, weakref.ref[Session]] = (
-            weakref.WeakKeyDictionary()
-        )
 
     # -- the face's flavour ------------------------------------------------------------
 
@@ -121,13 +104,8 @@ class QueryCacheCore:
             )
         setattr(target, ATTACHED, self)
         event.listen(target, "do_orm_execute", self._on_execute)
-        event.listen(target, "after_flush", self._on_flush)
         event.listen(target, "after_commit", self._on_commit)
-        event.listen(target, "after_transaction_end", self._on_transaction_end)
-        event.listen(target, "after_begin", self._on_begin)
-        event.listen(target, "before_flush", self._on_before_flush)
-        event.listen(target, "after_flush_postexec", self._on_flush_done)
-        event.listen(target, "after_soft_rollback", self._on_flush_done)
+        self._listen_writes(target)
 
     # -- reads -------------------------------------------------------------------------
 
@@ -277,87 +255,6 @@ class QueryCacheCore:
 
     # -- writes ------------------------------------------------------------------------
 
-    def _writes(self, session: Session) -> Writes:
-        found: Writes | None = session.info.get(INFO_KEY)
-        if found is None:
-            found = session.info[INFO_KEY] = Writes()
-        return found
-
-    def _note_write(self, state: ORMExecuteState) -> None:
-        statement = state.statement
-        if state.is_insert or state.is_update or state.is_delete:
-            names = _tables.dml_tables(statement, state.bind_mapper)
-            writes = self._writes(state.session)
-            writes.tables |= names
-            writes.bulk |= names
-        elif not (isinstance(statement, TextClause) and _keys.is_read_only_text(statement.text)):
-            self._writes(state.session).everything = True
-
-    def _on_begin(self, session: Session, transaction: Any, connection: Any) -> None:
-        """Watch what the transaction's connection executes: writes that bypass the
-        session's execute() (session.connection().execute(), the legacy bulk_* methods)
-        still reach the database through it. One listener per connection, ever."""
-        known = connection in self._connections
-        self._connections[connection] = weakref.ref(session)
-        if not known:
-            event.listen(connection, "after_cursor_execute", self._on_cursor)
-
-    def _on_cursor(
-        self,
-        connection: Any,
-        cursor: Any,
-        statement: str,
-        parameters: Any,
-        context: Any,
-        executemany: bool,
-    ) -> None:
-        ref = self._connections.get(connection)
-        session = None if ref is None else ref()
-        if session is None or session.get_transaction() is None:
-            return
-        compiled = context.compiled
-        core = getattr(compiled, "statement", None)
-        if context.isinsert or context.isupdate or context.isdelete:
-            table = getattr(core, "table", None)
-            writes = self._writes(session)
-            if not isinstance(table, TableClause):
-                writes.everything = True
-                return
-            name = _tables.table_name(table)
-            writes.tables.add(name)
-            if not session.info.get(IN_FLUSH):  # a flush's rows are named by after_flush
-                writes.bulk.add(name)
-        elif isinstance(core, _IdentifiedClause):  # SAVEPOINT, RELEASE, ROLLBACK TO
-            return
-        elif not getattr(core, "is_select", False) and not _keys.is_read_only_text(statement):
-            self._writes(session).everything = True
-
-    def _on_before_flush(self, session: Session, *args: Any) -> None:
-        # A unit-of-work flush (not the legacy bulk_* methods, which flush nothing).
-        session.info[IN_FLUSH] = True
-
-    def _on_flush_done(self, session: Session, *args: Any) -> None:
-        session.info.pop(IN_FLUSH, None)
-
-    def _on_flush(self, session: Session, flush_context: Any) -> None:
-        writes = self._writes(session)
-        mappers = {state.mapper for state in flush_context.states}
-        writes.tables |= _tables.written_tables(mappers)
-        for state in flush_context.states:
-            # New rows get their identity key only after this event: read the primary key.
-            identity: Any = state.key
-            obj = state.obj()
-            if identity is not None:
-                values = identity[1]
-            elif obj is not None:
-                values = state.mapper.primary_key_from_instance(obj)
-            else:
-                continue
-            if any(value is None for value in values):
-                continue
-            base = _tables.table_name(state.mapper.base_mapper.local_table)
-            writes.rows.setdefault(base, set()).add(_keys.row_key(values))
-
     def _on_commit(self, session: Session) -> None:
         if session.in_nested_transaction():  # a SAVEPOINT released: nothing is committed yet
             return
@@ -373,11 +270,6 @@ class QueryCacheCore:
                 self.namespace,
                 sorted(writes.tables | writes.bulk | set(writes.rows)),
             )
-
-    def _on_transaction_end(self, session: Session, transaction: Any) -> None:
-        if transaction.parent is None:  # the root: committed (done above) or rolled back
-            session.info.pop(INFO_KEY, None)
-            session.info.pop(IN_FLUSH, None)
 
     def _drops(self, writes: Writes) -> list[tuple[Any, list[str]]]:
         """(cache, keys) to delete: one delete_many, one round trip, per written table."""
