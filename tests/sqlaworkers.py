@@ -43,7 +43,7 @@ class User(Base):
 class Address(Base):
     __tablename__ = "addresses"
     id: Mapped[int] = mapped_column(primary_key=True)
-    user_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
     email: Mapped[str]
     user: Mapped[User] = relationship(back_populates="addresses")
 

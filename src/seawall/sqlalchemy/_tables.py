@@ -6,6 +6,7 @@ so every rule here errs towards naming more.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable
 from typing import Any
 
@@ -96,3 +97,28 @@ def dml_tables(statement: Any, mapper: Mapper[Any] | None) -> set[str]:
     if mapper is not None:
         names.update(table_name(table) for table in mapper.tables)
     return names
+
+
+def cascaded_tables(table: TableClause) -> frozenset[str]:
+    """Tables whose rows the database itself changes when `table`'s rows are deleted or
+    their keys updated: foreign keys with ON DELETE / ON UPDATE actions (CASCADE, SET
+    NULL, ...), followed transitively, as far as the MetaData declares them."""
+    return _cascaded(table)
+
+
+@functools.lru_cache(maxsize=512)
+def _cascaded(table: TableClause) -> frozenset[str]:
+    metadata = getattr(table, "metadata", None)
+    if metadata is None:
+        return frozenset()
+    found: set[str] = set()
+    pending = [table]
+    while pending:
+        parent = pending.pop()
+        for child in metadata.tables.values():
+            for key in child.foreign_keys:
+                acts = key.ondelete or key.onupdate
+                if acts and key.column.table is parent and child.fullname not in found:
+                    found.add(child.fullname)
+                    pending.append(child)
+    return frozenset(found)

@@ -101,6 +101,10 @@ class WriteRecorder:
             writes.tables.add(name)
             if not session.info.get(IN_FLUSH):  # a flush's rows are named by after_flush
                 writes.bulk.add(name)
+            if not context.isinsert:  # ON DELETE/UPDATE actions write other tables' rows
+                followers = _tables.cascaded_tables(table)
+                writes.tables |= followers
+                writes.bulk |= followers
         elif isinstance(core, _IdentifiedClause):  # SAVEPOINT, RELEASE, ROLLBACK TO
             return
         elif not getattr(core, "is_select", False) and not _keys.is_read_only_text(statement):
