@@ -1,0 +1,124 @@
+"""Which tables a statement's result can depend on, and which tables a write touched.
+
+No I/O. Over-naming a table costs only extra misses; missing one would serve stale rows,
+so every rule here errs towards naming more.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable
+from typing import Any
+
+from sqlalchemy import Table
+from sqlalchemy.orm import Mapper
+from sqlalchemy.orm.relationships import RelationshipProperty
+from sqlalchemy.sql import visitors
+from sqlalchemy.sql.expression import TableClause
+
+# Relationship strategies that load as part of the query itself (joined, selectin,
+# subquery, immediate): their tables are part of the cached result.
+EAGER = frozenset({"joined", "selectin", "subquery", "immediate", False})
+
+
+def table_name(table: Any) -> str:
+    name = getattr(table, "fullname", None)
+    if not isinstance(name, str):
+        raise TypeError(f"not a table: {table!r}")
+    return name
+
+
+def read_tables(statement: Any, mappers: Iterable[Mapper[Any]]) -> frozenset[str]:
+    """Tables a SELECT's result may include: every table the statement mentions (FROMs,
+    joins, subqueries, WHERE), every table of the mapped classes it loads (inheritance),
+    and the tables of relationships loaded eagerly, by option or by mapping, transitively."""
+    names: set[str] = set()
+    seen: set[Mapper[Any]] = set()
+    for element in visitors.iterate(statement):
+        if isinstance(element, TableClause):
+            names.add(table_name(element))
+        for key in ("parententity", "parentmapper"):
+            found = getattr(element, "_annotations", {}).get(key)
+            mapper = getattr(found, "mapper", None)
+            if isinstance(mapper, Mapper):
+                _add_mapper(mapper, names, seen)
+    for mapper in mappers:
+        _add_mapper(mapper, names, seen)
+    for option in getattr(statement, "_with_options", ()):
+        for element in getattr(option, "context", ()):
+            for step in getattr(getattr(element, "path", None), "path", ()):
+                if isinstance(step, Mapper):
+                    _add_mapper(step, names, seen)
+                elif isinstance(step, RelationshipProperty):
+                    _add_relationship(step, names, seen)
+    return frozenset(names)
+
+
+def _add_mapper(mapper: Mapper[Any], names: set[str], seen: set[Mapper[Any]]) -> None:
+    if mapper in seen:
+        return
+    seen.add(mapper)
+    names.update(table_name(table) for table in mapper.tables)
+    for sub in mapper.self_and_descendants:  # polymorphic loads read subclass tables
+        if sub not in seen:
+            _add_mapper(sub, names, seen)
+    for prop in mapper.relationships:
+        if prop.lazy in EAGER:
+            _add_relationship(prop, names, seen)
+
+
+def _add_relationship(
+    prop: RelationshipProperty[Any], names: set[str], seen: set[Mapper[Any]]
+) -> None:
+    if isinstance(prop.secondary, TableClause):
+        names.add(table_name(prop.secondary))
+    _add_mapper(prop.mapper, names, seen)
+
+
+def written_tables(mappers: Iterable[Mapper[Any]]) -> set[str]:
+    """Tables a unit-of-work flush of these mappers' objects may have written: their own
+    tables (all of them, for joined inheritance) and their many-to-many association
+    tables (a collection change inserts or deletes rows there)."""
+    names: set[str] = set()
+    for mapper in mappers:
+        names.update(table_name(table) for table in mapper.tables)
+        for prop in mapper.relationships:
+            if isinstance(prop.secondary, Table):
+                names.add(table_name(prop.secondary))
+    return names
+
+
+def dml_tables(statement: Any, mapper: Mapper[Any] | None) -> set[str]:
+    """Tables an ORM-enabled or Core insert()/update()/delete() writes."""
+    names: set[str] = set()
+    target = getattr(statement, "table", None)
+    if isinstance(target, TableClause):
+        names.add(table_name(target))
+    if mapper is not None:
+        names.update(table_name(table) for table in mapper.tables)
+    return names
+
+
+def cascaded_tables(table: TableClause) -> frozenset[str]:
+    """Tables whose rows the database itself changes when `table`'s rows are deleted or
+    their keys updated: foreign keys with ON DELETE / ON UPDATE actions (CASCADE, SET
+    NULL, ...), followed transitively, as far as the MetaData declares them."""
+    return _cascaded(table)
+
+
+@functools.lru_cache(maxsize=512)
+def _cascaded(table: TableClause) -> frozenset[str]:
+    metadata = getattr(table, "metadata", None)
+    if metadata is None:
+        return frozenset()
+    found: set[str] = set()
+    pending = [table]
+    while pending:
+        parent = pending.pop()
+        for child in metadata.tables.values():
+            for key in child.foreign_keys:
+                acts = key.ondelete or key.onupdate
+                if acts and key.column.table is parent and child.fullname not in found:
+                    found.add(child.fullname)
+                    pending.append(child)
+    return frozenset(found)

@@ -1,0 +1,142 @@
+"""What a session's transaction wrote, recorded in session.info until it ends. No Redis.
+
+Three sources, so no write made through a watched session goes unnoticed:
+- Session.execute() of DML or text (do_orm_execute): tables, rows unknown ("bulk");
+- the unit of work (after_flush): tables, and each flushed row's primary key;
+- the transaction's connection (after_cursor_execute): whatever reaches the database
+  another way (session.connection().execute(), the legacy bulk_* methods).
+"""
+
+from __future__ import annotations
+
+import weakref
+from dataclasses import dataclass, field
+from typing import Any
+
+from sqlalchemy import event
+from sqlalchemy.orm import ORMExecuteState, Session
+from sqlalchemy.sql.elements import TextClause, _IdentifiedClause
+from sqlalchemy.sql.expression import TableClause
+
+from seawall.sqlalchemy import _keys, _tables
+
+INFO_KEY = "seawall.query_cache.writes"
+IN_FLUSH = "seawall.query_cache.in_flush"
+
+
+@dataclass
+class Writes:
+    """What the current transaction of one session wrote (kept in session.info)."""
+
+    tables: set[str] = field(default_factory=set)
+    bulk: set[str] = field(default_factory=set)
+    rows: dict[str, set[str]] = field(default_factory=dict)
+    everything: bool = False
+
+
+class WriteRecorder:
+    """Session event handlers that fill session.info[INFO_KEY]; QueryCacheCore acts on it."""
+
+    def __init__(self) -> None:
+        # Connections of watched sessions -> the session now using each (see _on_begin).
+        self._connections: weakref.WeakKeyDictionary[Any, weakref.ref[Session]] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def _listen_writes(self, target: type[Session]) -> None:
+        event.listen(target, "after_flush", self._on_flush)
+        event.listen(target, "after_transaction_end", self._on_transaction_end)
+        event.listen(target, "after_begin", self._on_begin)
+        event.listen(target, "before_flush", self._on_before_flush)
+        event.listen(target, "after_flush_postexec", self._on_flush_done)
+        event.listen(target, "after_soft_rollback", self._on_flush_done)
+
+    def _writes(self, session: Session) -> Writes:
+        found: Writes | None = session.info.get(INFO_KEY)
+        if found is None:
+            found = session.info[INFO_KEY] = Writes()
+        return found
+
+    def _note_write(self, state: ORMExecuteState) -> None:
+        statement = state.statement
+        if state.is_insert or state.is_update or state.is_delete:
+            names = _tables.dml_tables(statement, state.bind_mapper)
+            writes = self._writes(state.session)
+            writes.tables |= names
+            writes.bulk |= names
+        elif not (isinstance(statement, TextClause) and _keys.is_read_only_text(statement.text)):
+            self._writes(state.session).everything = True
+
+    def _on_begin(self, session: Session, transaction: Any, connection: Any) -> None:
+        """Watch what the transaction's connection executes: writes that bypass the
+        session's execute() (session.connection().execute(), the legacy bulk_* methods)
+        still reach the database through it. One listener per connection, ever."""
+        known = connection in self._connections
+        self._connections[connection] = weakref.ref(session)
+        if not known:
+            event.listen(connection, "after_cursor_execute", self._on_cursor)
+
+    def _on_cursor(
+        self,
+        connection: Any,
+        cursor: Any,
+        statement: str,
+        parameters: Any,
+        context: Any,
+        executemany: bool,
+    ) -> None:
+        ref = self._connections.get(connection)
+        session = None if ref is None else ref()
+        if session is None or session.get_transaction() is None:
+            return
+        compiled = context.compiled
+        core = getattr(compiled, "statement", None)
+        if context.isinsert or context.isupdate or context.isdelete:
+            table = getattr(core, "table", None)
+            writes = self._writes(session)
+            if not isinstance(table, TableClause):
+                writes.everything = True
+                return
+            name = _tables.table_name(table)
+            writes.tables.add(name)
+            if not session.info.get(IN_FLUSH):  # a flush's rows are named by after_flush
+                writes.bulk.add(name)
+            if not context.isinsert:  # ON DELETE/UPDATE actions write other tables' rows
+                followers = _tables.cascaded_tables(table)
+                writes.tables |= followers
+                writes.bulk |= followers
+        elif isinstance(core, _IdentifiedClause):  # SAVEPOINT, RELEASE, ROLLBACK TO
+            return
+        elif not getattr(core, "is_select", False) and not _keys.is_read_only_text(statement):
+            self._writes(session).everything = True
+
+    def _on_before_flush(self, session: Session, *args: Any) -> None:
+        # A unit-of-work flush (not the legacy bulk_* methods, which flush nothing).
+        session.info[IN_FLUSH] = True
+
+    def _on_flush_done(self, session: Session, *args: Any) -> None:
+        session.info.pop(IN_FLUSH, None)
+
+    def _on_flush(self, session: Session, flush_context: Any) -> None:
+        writes = self._writes(session)
+        mappers = {state.mapper for state in flush_context.states}
+        writes.tables |= _tables.written_tables(mappers)
+        for state in flush_context.states:
+            # New rows get their identity key only after this event: read the primary key.
+            identity: Any = state.key
+            obj = state.obj()
+            if identity is not None:
+                values = identity[1]
+            elif obj is not None:
+                values = state.mapper.primary_key_from_instance(obj)
+            else:
+                continue
+            if any(value is None for value in values):
+                continue
+            base = _tables.table_name(state.mapper.base_mapper.local_table)
+            writes.rows.setdefault(base, set()).add(_keys.row_key(values))
+
+    def _on_transaction_end(self, session: Session, transaction: Any) -> None:
+        if transaction.parent is None:  # the root: committed (done above) or rolled back
+            session.info.pop(INFO_KEY, None)
+            session.info.pop(IN_FLUSH, None)
