@@ -127,6 +127,9 @@ class AgainSweeper:
 
     def _run(self) -> None:
         while True:
+            # redis-py can swallow a cancellation mid-call and even answer after it: the
+            # task then runs on, asked to stop, and asyncio.run() would wait for it forever.
+            raise_if_cancelled()
             live = self._live()
             if not live:
                 return
