@@ -163,3 +163,31 @@ def test_cluster_nodes_parsing() -> None:
         (7001, 5462, None),
         (7003, 0, "a1"),
     ]
+
+
+def test_fragmentation_rule_on_snapshots() -> None:
+    """SD004 on snapshots (a live server is not driven past 100 MB of fragmented live
+    objects in a test: freeing after a peak does not raise mem_fragmentation_ratio, see
+    tests/ops/test_doctor.py): over 1.5 warns, under 1 (swapped out) is an error, a small
+    data set is skipped whatever its ratio."""
+    from seawall.ops.doctor._snapshot import NodeSnapshot, Snapshot
+    from seawall.ops.doctor.rules.memory import fragmentation
+
+    def snapshot(used: int, ratio: float) -> Snapshot:
+        node = NodeSnapshot(
+            address="127.0.0.1:6379",
+            info={"used_memory": used, "mem_fragmentation_ratio": ratio},
+            config={}, commands={}, users_allowed={}, slowlog=[], memory_doctor=None,
+            latency_doctor=None, latency_latest=[], clients=[],
+        )  # fmt: skip
+        return Snapshot(url="redis://127.0.0.1:6379", cluster=False, nodes=[node])
+
+    big = 200 * 1024 * 1024
+    (high,) = fragmentation.run(snapshot(big, 1.8))
+    assert (high.rule, high.severity) == ("SD004", "warning")
+    assert "mem_fragmentation_ratio is 1.80 on 127.0.0.1:6379" in high.message
+    assert "activedefrag" in high.fix
+    (swapped,) = fragmentation.run(snapshot(big, 0.7))
+    assert swapped.severity == "error" and "swapped out" in swapped.message
+    assert fragmentation.run(snapshot(big, 1.2)) == []
+    assert fragmentation.run(snapshot(10 * 1024 * 1024, 4.0)) == []
