@@ -23,12 +23,12 @@ import tempfile
 import threading
 import time
 from collections.abc import Sequence
-from types import TracebackType
 from typing import Any, Self
 
 from seawall.errors import ServerNotFoundError
 from seawall.launcher import _watchdog
 from seawall.launcher._ports import HOST, ServerStartError, pick_free_port, release_port
+from seawall.launcher._supervised import SupervisedProcess
 
 # A RAM-backed directory, when the machine has one: a test server's fsyncs then cost
 # nothing, as --unsafe-no-fsync would give on the etcd versions that have it.
@@ -65,15 +65,13 @@ class _PortRace(Exception):
     """Another process took a port between choosing it and the server binding it."""
 
 
-class DaemonProcess:
+class DaemonProcess(SupervisedProcess):
     """One server process bound to 127.0.0.1; subclasses give `_argv` and `_answers`."""
 
     # Short name, used for the temporary directory and in messages.
     KIND = "daemon"
     # How many loopback ports it needs (client, peer, ...).
     PORTS = 1
-    # The file in `directory` that receives the server's stdout and stderr.
-    LOG_NAME = "server.log"
     # How long a graceful stop may take before SIGKILL.
     STOP_TIMEOUT = 5.0
     # What the server logs when a port it was given is taken (by a process that does not
@@ -116,10 +114,6 @@ class DaemonProcess:
     # -- properties ----------------------------------------------------------------------
 
     @property
-    def host(self) -> str:
-        return HOST
-
-    @property
     def port(self) -> int:
         """The client port."""
         if not self.ports:
@@ -135,22 +129,6 @@ class DaemonProcess:
     @property
     def data_dir(self) -> str:
         return os.path.join(self.directory, "data")
-
-    @property
-    def log_path(self) -> str:
-        return os.path.join(self.directory, self.LOG_NAME)
-
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
-
-    @property
-    def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
-
-    @property
-    def paused(self) -> bool:
-        return self._paused and self.running
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -188,18 +166,6 @@ class DaemonProcess:
         with _live_lock:
             _live.discard(self)
 
-    def kill(self) -> None:
-        """SIGKILL it, as a crash would; its directory and ports stay for `restart()`."""
-        proc = self._proc
-        if proc is None:
-            return
-        if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        _watchdog.unwatch(proc.pid)
-        self._paused = False
-
     def pause(self) -> None:
         """Freeze it with SIGSTOP: requests hang, clients time out."""
         self._send(signal.SIGSTOP)
@@ -225,17 +191,6 @@ class DaemonProcess:
                 "whatever listens there, or stop() and start() it on a fresh port"
             ) from None
         return self
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def __repr__(self) -> str:
         state = "paused" if self.paused else "running" if self.running else "stopped"
@@ -362,17 +317,6 @@ class DaemonProcess:
                 self.kill()
         _watchdog.unwatch(proc.pid)
         self._paused = False
-
-    def log_tail(self, lines: int = 30) -> str:
-        """The last `lines` lines of the server's log, for error messages."""
-        try:
-            with open(self.log_path, "rb") as log:
-                log.seek(0, os.SEEK_END)
-                log.seek(max(0, log.tell() - 16384))
-                text = log.read().decode("utf-8", "replace")
-        except (OSError, ServerStartError) as exc:
-            return f"(log unreadable: {exc})"
-        return "\n".join(text.splitlines()[-lines:])
 
 
 _live: set[DaemonProcess] = set()
