@@ -166,16 +166,6 @@ class DaemonProcess(SupervisedProcess):
         with _live_lock:
             _live.discard(self)
 
-    def pause(self) -> None:
-        """Freeze it with SIGSTOP: requests hang, clients time out."""
-        self._send(signal.SIGSTOP)
-        self._paused = True
-
-    def resume(self) -> None:
-        """Thaw it with SIGCONT."""
-        self._send(signal.SIGCONT)
-        self._paused = False
-
     def restart(self) -> Self:
         """Stop (if running) and start again on the same ports and data directory."""
         if self._dir is None:
@@ -296,12 +286,6 @@ class DaemonProcess(SupervisedProcess):
         except OSError:
             return False
         return any(marker in text for marker in self.ADDRESS_IN_USE)
-
-    def _send(self, sig: signal.Signals) -> None:
-        if not self.running:
-            raise ServerStartError(f"{self!r} is not running: start() or restart() it first")
-        assert self._proc is not None
-        os.killpg(self._proc.pid, sig)
 
     def _terminate(self, timeout: float) -> None:
         proc = self._proc

@@ -57,6 +57,9 @@ class ServerProcess(SupervisedProcess):
     followed by `restart()` behaves like a crash and reboot: same port, same data.
     """
 
+    # pause() freezes the server alone: a BGSAVE or AOF rewrite child may finish.
+    PAUSE_GROUP = False
+
     def __init__(
         self,
         *,
@@ -122,16 +125,6 @@ class ServerProcess(SupervisedProcess):
         """Shut the server down (SIGKILL after `timeout`) and delete its directory."""
         self._signal_stop()
         self._finish_stop(timeout)
-
-    def pause(self) -> None:
-        """Freeze the server with SIGSTOP: clients time out, leases expire meanwhile."""
-        self._send(signal.SIGSTOP)
-        self._paused = True
-
-    def resume(self) -> None:
-        """Thaw a paused server with SIGCONT."""
-        self._send(signal.SIGCONT)
-        self._paused = False
 
     def restart(self) -> Self:
         """Stop (if running) and start again on the same port and directory, reloading data."""
@@ -256,12 +249,6 @@ class ServerProcess(SupervisedProcess):
                 )
             time.sleep(delay)
             delay = min(delay * 2, 0.05)
-
-    def _send(self, sig: signal.Signals) -> None:
-        if not self.running:
-            raise ServerStartError(f"{self!r} is not running: start() or restart() it first")
-        assert self._proc is not None
-        os.kill(self._proc.pid, sig)
 
     def _signal_stop(self) -> None:
         proc = self._proc

@@ -17,7 +17,7 @@ from types import TracebackType
 from typing import Self
 
 from seawall.launcher import _watchdog
-from seawall.launcher._ports import HOST
+from seawall.launcher._ports import HOST, ServerStartError
 
 __all__ = ["Managed", "SupervisedProcess"]
 
@@ -48,6 +48,8 @@ class SupervisedProcess(Managed):
 
     # The file in `directory` that receives the server's log.
     LOG_NAME = "server.log"
+    # Whether pause()/resume() signal the whole process group or the server alone.
+    PAUSE_GROUP = True
 
     _proc: subprocess.Popen[bytes] | None
     _dir: str | None
@@ -91,6 +93,25 @@ class SupervisedProcess(Managed):
         proc.wait()
         _watchdog.unwatch(proc.pid)
         self._paused = False
+
+    def pause(self) -> None:
+        """Freeze it with SIGSTOP: requests hang, clients time out, leases expire."""
+        self._send(signal.SIGSTOP)
+        self._paused = True
+
+    def resume(self) -> None:
+        """Thaw it with SIGCONT."""
+        self._send(signal.SIGCONT)
+        self._paused = False
+
+    def _send(self, sig: signal.Signals) -> None:
+        if not self.running:
+            raise ServerStartError(f"{self!r} is not running: start() or restart() it first")
+        assert self._proc is not None
+        if self.PAUSE_GROUP:
+            os.killpg(self._proc.pid, sig)
+        else:
+            os.kill(self._proc.pid, sig)
 
     def log_tail(self, lines: int = 30) -> str:
         """The last `lines` lines of the server's log, for error messages."""
