@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Callable, Sequence
-from types import TracebackType
 from typing import Any, Self
 
 import redis
@@ -20,6 +19,7 @@ from redis.crc import key_slot
 
 from seawall.launcher._binary import ServerBinary, find_server_binary
 from seawall.launcher._process import HOST, ServerProcess, ServerStartError, start_all, stop_all
+from seawall.launcher._supervised import Managed
 
 __all__ = ["SLOT_COUNT", "ClusterGroup", "slot_ranges"]
 
@@ -33,7 +33,7 @@ def slot_ranges(masters: int) -> list[tuple[int, int]]:
     return [(bounds[i], bounds[i + 1] - 1) for i in range(masters)]
 
 
-class ClusterGroup:
+class ClusterGroup(Managed):
     """`masters` masters and `replicas_per_master` replicas each, all on 127.0.0.1.
 
     `nodes` keeps its order for the life of the group: the first `masters` nodes start
@@ -76,17 +76,6 @@ class ClusterGroup:
 
     def stop(self) -> None:
         stop_all(self.nodes)
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def wait_healthy(self, timeout: float = 15.0) -> None:
         """Wait until every slot is served by a live node and all say cluster_state:ok.

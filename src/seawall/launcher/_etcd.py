@@ -53,7 +53,7 @@ class EtcdProcess(DaemonProcess):
         argv = [
             self.binary,
             "--name", "seawall",
-            "--data-dir", os.path.join(self.directory, "data"),
+            "--data-dir", self.data_dir,
             "--listen-client-urls", client,
             "--advertise-client-urls", client,
             "--listen-peer-urls", peer,

@@ -13,7 +13,6 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from types import TracebackType
 from typing import Any, Self
 
 import redis
@@ -30,6 +29,7 @@ from seawall.launcher._ports import (
     probe_pid,
     release_port,
 )
+from seawall.launcher._supervised import SupervisedProcess
 
 __all__ = [
     "CLUSTER_MAX_PORT",
@@ -50,12 +50,15 @@ class _PortRace(Exception):
     """Another process took the port between choosing it and the server binding it."""
 
 
-class ServerProcess:
+class ServerProcess(SupervisedProcess):
     """A redis-server/valkey-server bound to 127.0.0.1 only.
 
     The working directory (data, AOF, nodes.conf, log) lives until `stop()`, so `kill()`
     followed by `restart()` behaves like a crash and reboot: same port, same data.
     """
+
+    # pause() freezes the server alone: a BGSAVE or AOF rewrite child may finish.
+    PAUSE_GROUP = False
 
     def __init__(
         self,
@@ -86,10 +89,6 @@ class ServerProcess:
     # -- properties ----------------------------------------------------------------------
 
     @property
-    def host(self) -> str:
-        return HOST
-
-    @property
     def port(self) -> int:
         if self._port is None:
             raise ServerStartError("the server has no port yet: call start() first")
@@ -104,27 +103,10 @@ class ServerProcess:
         return (HOST, self.port)
 
     @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self._proc is not None else None
-
-    @property
     def directory(self) -> str:
         if self._dir is None:
             raise ServerStartError("the server has no directory yet: call start() first")
         return self._dir
-
-    @property
-    def log_path(self) -> str:
-        return os.path.join(self.directory, "server.log")
-
-    @property
-    def running(self) -> bool:
-        """True while the process exists, paused or not."""
-        return self._proc is not None and self._proc.poll() is None
-
-    @property
-    def paused(self) -> bool:
-        return self._paused and self.running
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -143,29 +125,6 @@ class ServerProcess:
         """Shut the server down (SIGKILL after `timeout`) and delete its directory."""
         self._signal_stop()
         self._finish_stop(timeout)
-
-    def kill(self) -> None:
-        """SIGKILL the server, as a crash would; its directory stays for `restart()`."""
-        proc = self._proc
-        if proc is None:
-            return
-        if proc.poll() is None:
-            # The whole group: an AOF rewrite child must not outlive its parent.
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-        _watchdog.unwatch(proc.pid)
-        self._paused = False
-
-    def pause(self) -> None:
-        """Freeze the server with SIGSTOP: clients time out, leases expire meanwhile."""
-        self._send(signal.SIGSTOP)
-        self._paused = True
-
-    def resume(self) -> None:
-        """Thaw a paused server with SIGCONT."""
-        self._send(signal.SIGCONT)
-        self._paused = False
 
     def restart(self) -> Self:
         """Stop (if running) and start again on the same port and directory, reloading data."""
@@ -188,17 +147,6 @@ class ServerProcess:
     def async_client(self, **kwargs: Any) -> redis.asyncio.Redis:
         """A redis.asyncio.Redis connected to this server; the caller closes it."""
         return redis.asyncio.Redis(host=HOST, port=self.port, **kwargs)
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     def __repr__(self) -> str:
         state = "paused" if self.paused else "running" if self.running else "stopped"
@@ -302,12 +250,6 @@ class ServerProcess:
             time.sleep(delay)
             delay = min(delay * 2, 0.05)
 
-    def _send(self, sig: signal.Signals) -> None:
-        if not self.running:
-            raise ServerStartError(f"{self!r} is not running: start() or restart() it first")
-        assert self._proc is not None
-        os.kill(self._proc.pid, sig)
-
     def _signal_stop(self) -> None:
         proc = self._proc
         if proc is None or proc.poll() is not None:
@@ -360,19 +302,6 @@ class ServerProcess:
             release_port(self._port)
             self._port = None
         _unregister(self)
-
-    def log_tail(self, lines: int = 30) -> str:
-        """The last `lines` lines of the server log, for error messages."""
-        if self._dir is None:
-            return "(no log: the server is not started or already stopped)"
-        try:
-            with open(self.log_path, "rb") as log:
-                log.seek(0, os.SEEK_END)
-                log.seek(max(0, log.tell() - 16384))
-                text = log.read().decode("utf-8", "replace")
-        except OSError as exc:
-            return f"(log unreadable: {exc})"
-        return "\n".join(text.splitlines()[-lines:])
 
 
 def start_all(processes: Iterable[ServerProcess]) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from types import TracebackType
 from typing import Any, Self
 
 import redis
@@ -13,6 +12,7 @@ import redis.sentinel
 
 from seawall.launcher._binary import ServerBinary, find_server_binary, sentinel_args
 from seawall.launcher._process import HOST, ServerProcess, ServerStartError, start_all, stop_all
+from seawall.launcher._supervised import Managed
 
 __all__ = ["SentinelGroup", "SentinelProcess"]
 
@@ -70,7 +70,7 @@ class SentinelProcess(ServerProcess):
         ]
 
 
-class SentinelGroup:
+class SentinelGroup(Managed):
     """One master, one replica and `sentinels` sentinels watching them as `service_name`.
 
     `master` and `replica` keep naming the processes they started as; after a failover
@@ -138,17 +138,6 @@ class SentinelGroup:
             _close_sentinel(self._discovery)
             self._discovery = None
         stop_all([*self.sentinels, self.master, self.replica])
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
     # -- topology and clients ------------------------------------------------------------
 

@@ -61,7 +61,7 @@ class ZooKeeperProcess(DaemonProcess):
         return f"{HOST}:{self.port}"
 
     def _prepare(self) -> None:
-        data = os.path.join(self.directory, "data")
+        data = self.data_dir
         os.makedirs(data, exist_ok=True)
         config = {
             "tickTime": TICK_MS,
