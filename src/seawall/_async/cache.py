@@ -96,6 +96,8 @@ class AsyncCache(AsyncCacheCore):
                 f"hot_keys of cache {name!r} must be an int >= 0 (how many keys the hot-key "
                 f"sketch tracks; 0 turns it off), got {hot_keys!r}"
             )
+        if breaker is not None and breaker.name is None:
+            breaker.name = f"of cache {name!r}"  # named in its WARNING lines
         hot = HotKeys(hot_keys, sample_every=HOT_SAMPLE_EVERY) if hot_keys else None
         ttl = check_seconds(ttl, f"ttl of cache {name!r}")
         if stale_ttl is None:

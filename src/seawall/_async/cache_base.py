@@ -204,7 +204,7 @@ class AsyncCacheBase:
             return
         self._bloom_warned = True
         _concurrency.log.warning(
-            "seawall: cache %r: the Bloom filter failed (%s); %s. Logged once until it works again",
+            "cache %r: the Bloom filter failed (%s); %s. Logged once until it works again",
             self.namespace,
             exc,
             doing,
@@ -264,7 +264,7 @@ class AsyncCacheBase:
         except Exception as exc:
             self._counters.add("corrupt")
             _concurrency.log.warning(
-                "seawall: cache %r: the value of key %r in Redis cannot be decoded (%r); "
+                "cache %r: the value of key %r in Redis cannot be decoded (%r); "
                 "treating it as a miss and loading it again",
                 self.namespace,
                 key,
@@ -314,7 +314,7 @@ class AsyncCacheBase:
             await pipe.execute()
         except REDIS_DOWN as exc:
             # Only a report for `seawall hotkeys`: the next half-life publishes again.
-            _concurrency.log.debug("seawall: publishing hot keys failed: %r", exc)
+            _concurrency.log.debug("publishing hot keys failed: %r", exc)
 
     # --- Redis calls -------------------------------------------------------------------------
 

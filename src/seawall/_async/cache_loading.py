@@ -357,7 +357,7 @@ class AsyncCacheCore(AsyncCacheBase):
                 raise
             # Redis went away during the load: the caller still gets what it paid for.
             _concurrency.log.info(
-                "seawall: cache %r: key %r loaded but not written back: Redis unreachable",
+                "cache %r: key %r loaded but not written back: Redis unreachable",
                 self.namespace,
                 key,
             )
@@ -403,7 +403,7 @@ class AsyncCacheCore(AsyncCacheBase):
         elif token:
             self._counters.add("voided")
             _concurrency.log.info(
-                "seawall: cache %r: the load of key %r was not written back: a delete or set "
+                "cache %r: the load of key %r was not written back: a delete or set "
                 "came while it ran (or its lease of %s s ran out)",
                 self.namespace,
                 key,
@@ -458,7 +458,7 @@ class AsyncCacheCore(AsyncCacheBase):
                 await self._load_and_store(keys, key, loader, ttl, token, epoch, give_back=False)
             except Exception as exc:
                 _concurrency.log.warning(
-                    "seawall: cache %r: refreshing key %r failed (%r); the old value is "
+                    "cache %r: refreshing key %r failed (%r); the old value is "
                     "served until it expires or a later refresh (after the lease) succeeds",
                     self.namespace,
                     key,

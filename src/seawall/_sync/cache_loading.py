@@ -358,7 +358,7 @@ class CacheCore(CacheBase):
                 raise
             # Redis went away during the load: the caller still gets what it paid for.
             _concurrency.log.info(
-                "seawall: cache %r: key %r loaded but not written back: Redis unreachable",
+                "cache %r: key %r loaded but not written back: Redis unreachable",
                 self.namespace,
                 key,
             )
@@ -404,7 +404,7 @@ class CacheCore(CacheBase):
         elif token:
             self._counters.add("voided")
             _concurrency.log.info(
-                "seawall: cache %r: the load of key %r was not written back: a delete or set "
+                "cache %r: the load of key %r was not written back: a delete or set "
                 "came while it ran (or its lease of %s s ran out)",
                 self.namespace,
                 key,
@@ -459,7 +459,7 @@ class CacheCore(CacheBase):
                 self._load_and_store(keys, key, loader, ttl, token, epoch, give_back=False)
             except Exception as exc:
                 _concurrency.log.warning(
-                    "seawall: cache %r: refreshing key %r failed (%r); the old value is "
+                    "cache %r: refreshing key %r failed (%r); the old value is "
                     "served until it expires or a later refresh (after the lease) succeeds",
                     self.namespace,
                     key,
