@@ -20,7 +20,14 @@ from seawall._async.cache_again import get_sweeper
 from seawall._async.invalidation import AsyncInvalidator, get_invalidator
 from seawall._async.scripts import run_script
 from seawall._breaker import CircuitBreaker, RateLimiter
-from seawall._cache_codec import ABSENT_PAYLOAD, CACHE_WAKE_PREFIX, Serializer, cache_keys
+from seawall._cache_codec import (
+    ABSENT_PAYLOAD,
+    CACHE_WAKE_PREFIX,
+    Serializer,
+    cache_keys,
+    canonical,
+    encode,
+)
 from seawall._cache_stats import Counters
 from seawall._concurrency import (
     AsyncSlots,
@@ -254,6 +261,12 @@ class AsyncCacheBase:
         return math.ceil(hit_lead(self._l1_ms / 1000, self.xfetch_beta, took) * 1000)
 
     # --- encoding ------------------------------------------------------------------------
+
+    def _encoded(self, value: Any, key: str) -> tuple[Any, bytes]:
+        """(the value every reader gets, its payload): CacheSerializationError if `value`
+        cannot be encoded, so nothing is written and no caller gets another type."""
+        payload = encode(self._serializer, value, self.namespace, key)
+        return canonical(self._serializer, value, payload), payload
 
     def _decode(self, payload: Any, key: str) -> Any:
         data = payload.encode() if isinstance(payload, str) else bytes(payload)

@@ -26,7 +26,7 @@ from seawall._async.cache_base import (
 )
 from seawall._async.cache_waker import AsyncCacheWaker, Watch, get_cache_waker
 from seawall._bounded import LAST_LOOK, async_until
-from seawall._cache_codec import ABSENT_PAYLOAD, CACHE_WAKE_PREFIX, CacheKeys, cache_keys, encode
+from seawall._cache_codec import ABSENT_PAYLOAD, CACHE_WAKE_PREFIX, CacheKeys, cache_keys
 from seawall._concurrency import (
     AsyncEvent,
     async_background,
@@ -304,7 +304,7 @@ class AsyncCacheCore(AsyncCacheBase):
         if int(reply[0]) in (STALE_REFRESH, MISS_LOAD):
             return await self._load_and_store(keys, key, loader, ttl, token, epoch)
         # Another caller is replacing it already: answer from the loader, write nothing.
-        value = await async_call_loader(loader)
+        value = self._encoded(await async_call_loader(loader), key)[0]
         self._counters.add("loads")
         return value
 
@@ -335,8 +335,7 @@ class AsyncCacheCore(AsyncCacheBase):
     ) -> Any:
         started = _concurrency.monotonic()
         try:
-            value = await async_call_loader(loader)
-            payload = encode(self._serializer, value, self.namespace, key)
+            value, payload = self._encoded(await async_call_loader(loader), key)
         except BaseException:
             self._counters.add("load_errors")
             if give_back:

@@ -21,7 +21,6 @@ from seawall._cache_codec import (
     cache_key,
     cache_keys,
     check_serializer_fits_client,
-    encode,
     make_serializer,
 )
 from seawall._cache_stats import CacheStats
@@ -75,6 +74,7 @@ class Cache(CacheCore):
         l1_ttl: float | None = None,
         xfetch_beta: float | None = None,
         serializer: Any = "json",
+        compress_over: int | None = None,
         bloom: Any = None,
         breaker: CircuitBreaker | None = None,
         loader_limit: RateLimiter | None = None,
@@ -123,7 +123,7 @@ class Cache(CacheCore):
                 f"bloom of cache {name!r} must be a seawall.BloomFilter (or have might_contain() "
                 f"and add()), got {type(bloom).__qualname__}"
             )
-        codec = make_serializer(serializer)
+        codec = make_serializer(serializer, compress_over)
         check_serializer_fits_client(codec, decodes_responses(checked), name)
         super().__init__(
             checked,
@@ -193,7 +193,7 @@ class Cache(CacheCore):
             return stale
         limit = self.loader_limit
         if limit is None or limit.try_acquire():
-            value = call_loader(loader)
+            value = self._encoded(call_loader(loader), key)[0]
             self._counters.add("loads")
             return value
         raise CacheUnavailable(
@@ -251,7 +251,7 @@ class Cache(CacheCore):
         text = self._key(key)
         entry_ttl = self._ttl(ttl)
         stamp = None if version is None else self._version(version, text)
-        payload = encode(self._serializer, value, self.namespace, text)
+        value, payload = self._encoded(value, text)
         if value is not None and self.bloom is not None:
             try:
                 call_loader(functools.partial(self.bloom.add, text))
@@ -358,7 +358,7 @@ class Cache(CacheCore):
         prepared = []
         for key, value in pairs:
             text = self._key(key)
-            payload = encode(self._serializer, value, self.namespace, text)
+            value, payload = self._encoded(value, text)
             fresh, stale = self._entry_ttls(value, entry_ttl)
             prepared.append((text, value, payload, fresh, stale))
         if not isinstance(self._client, redis.cluster.RedisCluster):

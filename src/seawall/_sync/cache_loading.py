@@ -27,7 +27,7 @@ from seawall._sync.cache_base import (
 )
 from seawall._sync.cache_waker import CacheWaker, Watch, get_cache_waker
 from seawall._bounded import LAST_LOOK, until
-from seawall._cache_codec import ABSENT_PAYLOAD, CACHE_WAKE_PREFIX, CacheKeys, cache_keys, encode
+from seawall._cache_codec import ABSENT_PAYLOAD, CACHE_WAKE_PREFIX, CacheKeys, cache_keys
 from seawall._concurrency import (
     Event,
     background,
@@ -305,7 +305,7 @@ class CacheCore(CacheBase):
         if int(reply[0]) in (STALE_REFRESH, MISS_LOAD):
             return self._load_and_store(keys, key, loader, ttl, token, epoch)
         # Another caller is replacing it already: answer from the loader, write nothing.
-        value = call_loader(loader)
+        value = self._encoded(call_loader(loader), key)[0]
         self._counters.add("loads")
         return value
 
@@ -336,8 +336,7 @@ class CacheCore(CacheBase):
     ) -> Any:
         started = _concurrency.monotonic()
         try:
-            value = call_loader(loader)
-            payload = encode(self._serializer, value, self.namespace, key)
+            value, payload = self._encoded(call_loader(loader), key)
         except BaseException:
             self._counters.add("load_errors")
             if give_back:
