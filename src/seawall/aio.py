@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
+from typing import TYPE_CHECKING, TypeVar, overload
+
 from seawall._async.bloom import AsyncBloomFilter as BloomFilter
-from seawall._async.cache import AsyncCache as Cache
+from seawall._async.cache import AsyncCache
 from seawall._async.fence import fenced_read, fenced_write
 from seawall._async.idempotent import AsyncIdempotent as Idempotent
 from seawall._async.lock import AsyncLock as Lock
@@ -74,3 +77,53 @@ __all__ = [
     "fenced_read",
     "fenced_write",
 ]
+
+T = TypeVar("T")
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+if TYPE_CHECKING:
+
+    class Cache(AsyncCache):
+        """For type checkers: here a loader may also be an async function (its result
+        is awaited); the class itself is AsyncCache."""
+
+        @overload
+        async def get_or_load(
+            self,
+            key: str | bytes | int,
+            loader: Callable[[], Awaitable[T]],
+            ttl: float | None = None,
+        ) -> T: ...
+
+        @overload
+        async def get_or_load(
+            self, key: str | bytes | int, loader: Callable[[], T], ttl: float | None = None
+        ) -> T: ...
+
+        async def get_or_load(self, key: object, loader: object, ttl: object = None) -> object:
+            raise NotImplementedError
+
+        @overload
+        async def get_or_load_many(
+            self,
+            keys: Iterable[K],
+            loader: Callable[[list[K]], Awaitable[Mapping[K, V]]],
+            ttl: float | None = None,
+        ) -> dict[K, V | None]: ...
+
+        @overload
+        async def get_or_load_many(
+            self,
+            keys: Iterable[K],
+            loader: Callable[[list[K]], Mapping[K, V]],
+            ttl: float | None = None,
+        ) -> dict[K, V | None]: ...
+
+        async def get_or_load_many(
+            self, keys: object, loader: object, ttl: object = None
+        ) -> object:
+            raise NotImplementedError
+
+else:
+    Cache = AsyncCache

@@ -21,7 +21,7 @@ ROW: dict[str, Any] = {
     "id": 7,
     "price": Decimal("19.990"),
     "created": datetime.datetime(2026, 3, 1, 12, 30, 5, 123456),
-    "paid": datetime.datetime(2026, 3, 1, 12, 31, tzinfo=datetime.timezone.utc),
+    "paid": datetime.datetime(2026, 3, 1, 12, 31, tzinfo=datetime.UTC),
     "local": datetime.datetime(2026, 3, 29, 2, 30, tzinfo=ZoneInfo("Europe/Paris")),
     "day": datetime.date(2026, 2, 28),
     "at": datetime.time(23, 59, 59, 1),
@@ -72,10 +72,10 @@ def test_what_cannot_come_back_exactly_is_refused_when_written() -> None:
         Colour.RED,
         Name("x"),
         [object()],
-        datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc).astimezone(_Zone()),
+        datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC).astimezone(_Zone()),
     ]
     for bad in refused:
-        with pytest.raises(CacheSerializationError, match="key 'k'.*json serializer"):
+        with pytest.raises(CacheSerializationError, match=r"key 'k'.*json serializer"):
             encode(codec, bad, "n", "k")
     with pytest.raises(ValueError, match="unknown tag"):
         codec.loads(b'~{"~":["nope",1]}')

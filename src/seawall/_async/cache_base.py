@@ -24,6 +24,7 @@ from seawall._cache_codec import (
     ABSENT_PAYLOAD,
     CACHE_WAKE_PREFIX,
     Serializer,
+    cache_key,
     cache_keys,
     canonical,
     encode,
@@ -40,7 +41,7 @@ from seawall._freshness import hit_lead, jittered
 from seawall._hotkeys import HotKeys
 from seawall._keys import tagged
 from seawall._l1 import L1, MISSING
-from seawall._validate import AsyncClient
+from seawall._validate import AsyncClient, check_seconds
 from seawall.errors import CacheWaitTimeout
 from seawall.metrics._sink import SINK as metrics_sink
 
@@ -261,6 +262,12 @@ class AsyncCacheBase:
         return math.ceil(hit_lead(self._l1_ms / 1000, self.xfetch_beta, took) * 1000)
 
     # --- encoding ------------------------------------------------------------------------
+
+    def _key(self, key: Any) -> str:
+        return cache_key(key, self.namespace)
+
+    def _ttl(self, ttl: Any) -> float | None:
+        return None if ttl is None else check_seconds(ttl, f"ttl of cache {self.namespace!r}")
 
     def _encoded(self, value: Any, key: str) -> tuple[Any, bytes]:
         """(the value every reader gets, its payload): CacheSerializationError if `value`

@@ -5,20 +5,19 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import redis.cluster
 from redis.exceptions import NoScriptError
 
 from seawall._sync.cache_again import get_sweeper, schedule
 from seawall._sync.cache_base import _FETCH, _STORE, _VOID, CORRUPT, REDIS_DOWN, ms
-from seawall._sync.cache_loading import CacheCore
+from seawall._sync.cache_bulk import CacheBulk
 from seawall._sync.cached_function import CachedFunction, P
 from seawall._sync.scripts import run_script
 from seawall._breaker import CircuitBreaker, RateLimiter
 from seawall._cache_codec import (
     CACHE_WAKE_PREFIX,
-    cache_key,
     cache_keys,
     check_serializer_fits_client,
     make_serializer,
@@ -29,6 +28,7 @@ from seawall._freshness import DEFAULT_JITTER
 from seawall._hotkeys import HotKeys
 from seawall._l1 import L1, MISSING, HotL1
 from seawall._validate import (
+    Client,
     check_client,
     check_name,
     check_seconds,
@@ -36,6 +36,8 @@ from seawall._validate import (
     decodes_responses,
 )
 from seawall.errors import BloomFilterError, CacheUnavailable
+
+T = TypeVar("T")
 
 # warm() sends this many writes per pipeline round trip.
 WARM_BATCH = 1000
@@ -45,7 +47,7 @@ WARM_BATCH = 1000
 HOT_SAMPLE_EVERY = 16
 
 
-class Cache(CacheCore):
+class Cache(CacheBulk):
     """Cache-aside with an in-process L1 and Redis as L2, shared by many processes.
 
     - Breakdown: concurrent misses of one key, in all processes together, make one loader
@@ -61,7 +63,7 @@ class Cache(CacheCore):
 
     def __init__(
         self,
-        client: Any,
+        client: Client,
         namespace: str,
         ttl: float = 300.0,
         *,
@@ -150,15 +152,9 @@ class Cache(CacheCore):
     def __repr__(self) -> str:
         return f"<seawall.Cache {self.namespace!r} ttl={self.ttl}s>"
 
-    def _key(self, key: Any) -> str:
-        return cache_key(key, self.namespace)
-
-    def _ttl(self, ttl: Any) -> float | None:
-        return None if ttl is None else check_seconds(ttl, f"ttl of cache {self.namespace!r}")
-
     def get_or_load(
-        self, key: Any, loader: Callable[[], Any], ttl: float | None = None
-    ) -> Any:
+        self, key: str | bytes | int, loader: Callable[[], T], ttl: float | None = None
+    ) -> T:
         """The value of `key`; on a miss `loader()` runs once for all callers everywhere.
 
         `loader` returns the value, or None for "not found" (cached for absent_ttl). In
@@ -177,13 +173,13 @@ class Cache(CacheCore):
         found = self.l1.get(text)
         if found is not MISSING:
             self._counters.add("l1_hits" if found is not None else "absent_hits")
-            return found
+            return found  # type: ignore[no-any-return]
         try:
-            return self._load_shared(text, loader, entry_ttl)
+            return self._load_shared(text, loader, entry_ttl)  # type: ignore[no-any-return]
         except REDIS_DOWN as exc:
             if self.breaker is None:
                 raise
-            return self._degraded(text, loader, exc)
+            return self._degraded(text, loader, exc)  # type: ignore[no-any-return]
 
     def _degraded(self, key: str, loader: Callable[[], Any], cause: Exception) -> Any:
         """Redis is unreachable: a bounded-stale L1 copy, else the loader if its rate allows."""

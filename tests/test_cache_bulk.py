@@ -1,0 +1,102 @@
+"""get_many, set_many, get_or_load_many, and one value type at every level: sync and
+asyncio, on one server and on Cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import threading
+from decimal import Decimal
+from typing import Any
+
+from conftest import Target
+
+import seawall
+import seawall.aio
+
+ROW = {"id": 1, "at": datetime.date(2026, 1, 2), "price": Decimal("1.50"), "pair": (1, 2)}
+
+
+def test_bulk_calls_and_one_type_everywhere(target: Target, world: str) -> None:
+    if world == "sync":
+        _sync_scenario(target)
+    else:
+        asyncio.run(_async_scenario(target))
+
+
+def _sync_scenario(target: Target) -> None:
+    cache = seawall.Cache(target.sync(), "bulk", ttl=60)
+    other = seawall.Cache(target.sync(), "bulk", ttl=60, l1_size=0)  # as another process
+    # 3. the loading caller, its L1 and every other reader get the same types.
+    loaded = cache.get_or_load("row", lambda: {5: "five", "row": ROW})
+    assert loaded == other.get("row") == cache.get("row") == {5: "five", "row": ROW}
+    assert type(other.get("row")["row"]["pair"]) is tuple
+    # 4. set_many, get_many.
+    assert cache.set_many({"a": 1, "b": (2, 3), "gone": None}) == 3
+    assert other.get_many(["a", "b", "gone", "never"]) == {"a": 1, "b": (2, 3)}
+    # get_or_load_many: one loader call for the keys nobody holds...
+    calls: list[list[str]] = []
+
+    def load(keys: list[str]) -> dict[str, Any]:
+        calls.append(sorted(keys))
+        return {key: key.upper() for key in keys if key != "none"}
+
+    got = other.get_or_load_many(["a", "x", "y", "none"], load)
+    assert got == {"a": 1, "x": "X", "y": "Y", "none": None} and calls == [["none", "x", "y"]]
+    assert cache.get_or_load_many(["x", "y", "none"], load) == {"x": "X", "y": "Y", "none": None}
+    assert len(calls) == 1
+    # ...and a key another process is loading is waited for, not loaded again.
+    started, release = threading.Event(), threading.Event()
+
+    def slow() -> str:
+        started.set()
+        release.wait(10)
+        return "theirs"
+
+    first = threading.Thread(target=lambda: cache.get_or_load("busy", slow))
+    first.start()
+    assert started.wait(10)
+    threading.Timer(0.2, release.set).start()
+    assert other.get_or_load_many(["busy", "free"], load) == {"busy": "theirs", "free": "FREE"}
+    first.join(10)
+    assert calls[-1] == ["free"]
+
+
+async def _async_scenario(target: Target) -> None:
+    client, second = target.aio(), target.aio()
+    try:
+        cache = seawall.aio.Cache(client, "bulk", ttl=60)
+        other = seawall.aio.Cache(second, "bulk", ttl=60, l1_size=0)
+
+        async def row() -> dict[Any, Any]:
+            return {5: "five", "row": ROW}
+
+        loaded = await cache.get_or_load("row", row)
+        assert loaded == await other.get("row") == {5: "five", "row": ROW}
+        assert await cache.set_many([("a", 1), ("b", (2, 3)), ("gone", None)]) == 3
+        assert await other.get_many(["a", "b", "gone", "never"]) == {"a": 1, "b": (2, 3)}
+        calls: list[list[str]] = []
+
+        async def load(keys: list[str]) -> dict[str, Any]:
+            calls.append(sorted(keys))
+            return {key: key.upper() for key in keys}
+
+        assert await other.get_or_load_many(["a", "x", "y"], load) == {"a": 1, "x": "X", "y": "Y"}
+        assert await cache.get_or_load_many(["x", "y"], load) == {"x": "X", "y": "Y"}
+        assert calls == [["x", "y"]]
+        started, release = asyncio.Event(), asyncio.Event()
+
+        async def slow() -> str:
+            started.set()
+            await release.wait()
+            return "theirs"
+
+        first = asyncio.create_task(cache.get_or_load("busy", slow))
+        await asyncio.wait_for(started.wait(), 10)
+        asyncio.get_running_loop().call_later(0.2, release.set)
+        got = await other.get_or_load_many(["busy", "free"], load)
+        assert got == {"busy": "theirs", "free": "FREE"} and calls[-1] == ["free"]
+        assert await first == "theirs"
+    finally:
+        await client.aclose()
+        await second.aclose()
