@@ -1,0 +1,25 @@
+"""mypy --strict accepts correct use of the cache and reports the mistakes, line by line."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+USAGE = Path(__file__).parent / "typing" / "cache_usage.py"
+
+
+def test_mypy_strict_passes_correct_use_and_reports_each_mistake(tmp_path: Path) -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-incremental", "--cache-dir",
+         str(tmp_path), str(USAGE)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    lines = USAGE.read_text().splitlines()
+    expected = {n for n, line in enumerate(lines, 1) if "# MISTAKE" in line}
+    reported = {int(m.group(1)) for m in re.finditer(r"cache_usage\.py:(\d+): error", run.stdout)}
+    assert reported == expected, run.stdout
+    assert "arg-type" in run.stdout and "assignment" in run.stdout, run.stdout

@@ -1,0 +1,41 @@
+"""Checked by mypy --strict in tests/test_cache_typing.py; never run."""
+
+from __future__ import annotations
+
+from typing import assert_type
+
+import redis
+import redis.asyncio
+
+import seawall
+import seawall.aio
+
+
+def sync_use(client: redis.Redis) -> None:
+    cache = seawall.Cache(client, "typed")
+    assert_type(cache.get_or_load("k", lambda: 3), int)
+    assert_type(cache.get_or_load("k", lambda: None if client else "x"), str | None)
+    assert_type(cache.get_or_load_many([1, 2], lambda keys: {k: str(k) for k in keys}),
+                dict[int, str | None])
+    assert_type(cache.stats().hit_rate, float)
+
+
+async def async_use(client: redis.asyncio.Redis) -> None:
+    cache = seawall.aio.Cache(client, "typed")
+
+    async def load() -> bytes:
+        return b""
+
+    async def load_many(keys: list[str]) -> dict[str, int]:
+        return {}
+
+    assert_type(await cache.get_or_load("k", load), bytes)
+    assert_type(await cache.get_or_load("k", lambda: 1.5), float)
+    assert_type(await cache.get_or_load_many(["a"], load_many), dict[str, int | None])
+
+
+def mistakes(client: redis.Redis, aclient: redis.asyncio.Redis) -> None:
+    seawall.aio.Cache(client, "wrong")  # MISTAKE: a sync client for the asyncio cache
+    seawall.Cache(aclient, "wrong")  # MISTAKE: an asyncio client for the sync cache
+    text: str = seawall.Cache(client, "n").get_or_load("k", lambda: 1)  # noqa: F841 # MISTAKE: int
+    seawall.Cache(client, "n").get_or_load(("a", 1), lambda: 1)  # MISTAKE: a tuple key
