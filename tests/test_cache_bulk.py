@@ -100,3 +100,80 @@ async def _async_scenario(target: Target) -> None:
     finally:
         await client.aclose()
         await second.aclose()
+
+
+def test_tags_and_clear(target: Target, world: str) -> None:
+    if world == "sync":
+        _sync_tags(target)
+    else:
+        asyncio.run(_async_tags(target))
+
+
+def _sync_tags(target: Target) -> None:
+    cache = seawall.Cache(target.sync(), "tag*s", ttl=60)
+    # Another process, reading Redis (its L1 would drop the keys when the message arrives).
+    other = seawall.Cache(target.sync(), "tag*s", ttl=60, l1_size=0)
+    neighbour = seawall.Cache(target.sync(), "tag*s2", ttl=60)
+
+    @cache.cached(key="user:{uid}", tags=["user:{uid}", "users"])
+    def user(uid: int) -> str:
+        return f"user {uid} v{len(calls)}"
+
+    calls: list[int] = []
+    assert user(1) == "user 1 v0" and user(2) == "user 2 v0"
+    cache.set("plain", 1, tags="users")
+    cache.set("kept", 2)
+    cache.set_many({"m1": 1, "m2": 2}, tags=["many"])
+    assert cache.get_or_load("loaded", lambda: 3, tags=["users"]) == 3
+    assert other.get("user:1") == "user 1 v0" and other.get("plain") == 1
+    # A load in flight when the tag is deleted cannot write back.
+    started, release = threading.Event(), threading.Event()
+
+    def slow() -> str:
+        started.set()
+        release.wait(10)
+        return "old"
+
+    loading = threading.Thread(target=lambda: cache.get_or_load("late", slow, tags="users"))
+    loading.start()
+    assert started.wait(10)
+    assert cache.delete_tag("users") == 5  # user:1, user:2, plain, loaded, late
+    release.set()
+    loading.join(10)
+    assert other.get("user:1") is None and other.get("plain") is None
+    assert cache.get("late") is None and other.get("kept") == 2
+    assert cache.delete_tag("users") == 0 and cache.delete_tag("user:1") == 1
+    calls.append(1)
+    assert user(1) == "user 1 v1"  # loaded again
+    neighbour.set("n", 1)
+    assert cache.clear() == 4  # kept, m1, m2, user:1
+    assert other.get_many(["kept", "m1", "user:1"]) == {} and neighbour.get("n") == 1
+    left = target.keys("seawall:cache:*")
+    assert [k for k in left if ":{tag*s:" in k and k.endswith(":value")] == []
+
+
+async def _async_tags(target: Target) -> None:
+    client = target.aio()
+    try:
+        cache = seawall.aio.Cache(client, "tags", ttl=60)
+        neighbour = seawall.aio.Cache(client, "tags2", ttl=60)
+
+        @cache.cached(key="user:{uid}", tags=["user:{uid}", "users"])
+        async def user(uid: int) -> str:
+            return f"user {uid}"
+
+        assert await user(1) == "user 1"
+        await cache.set("plain", 1, tags="users")
+        await cache.set("kept", 2)
+        await neighbour.set("n", 1)
+
+        async def load(keys: list[str]) -> dict[str, int]:
+            return {key: 1 for key in keys}
+
+        assert await cache.get_or_load_many(["a", "b"], load, tags=["users"]) == {"a": 1, "b": 1}
+        assert await cache.delete_tag("users") == 4
+        assert await cache.get_many(["user:1", "plain", "a", "kept"]) == {"kept": 2}
+        assert await cache.clear() == 1
+        assert await cache.get("kept") is None and await neighbour.get("n") == 1
+    finally:
+        await client.aclose()

@@ -94,14 +94,23 @@ if TYPE_CHECKING:
             key: str | bytes | int,
             loader: Callable[[], Awaitable[T]],
             ttl: float | None = None,
+            *,
+            tags: Iterable[str] | None = None,
         ) -> T: ...
 
         @overload
         async def get_or_load(
-            self, key: str | bytes | int, loader: Callable[[], T], ttl: float | None = None
+            self,
+            key: str | bytes | int,
+            loader: Callable[[], T],
+            ttl: float | None = None,
+            *,
+            tags: Iterable[str] | None = None,
         ) -> T: ...
 
-        async def get_or_load(self, key: object, loader: object, ttl: object = None) -> object:
+        async def get_or_load(
+            self, key: object, loader: object, ttl: object = None, *, tags: object = None
+        ) -> object:
             raise NotImplementedError
 
         @overload
@@ -110,6 +119,8 @@ if TYPE_CHECKING:
             keys: Iterable[K],
             loader: Callable[[list[K]], Awaitable[Mapping[K, V]]],
             ttl: float | None = None,
+            *,
+            tags: Iterable[str] | None = None,
         ) -> dict[K, V | None]: ...
 
         @overload
@@ -118,10 +129,12 @@ if TYPE_CHECKING:
             keys: Iterable[K],
             loader: Callable[[list[K]], Mapping[K, V]],
             ttl: float | None = None,
+            *,
+            tags: Iterable[str] | None = None,
         ) -> dict[K, V | None]: ...
 
         async def get_or_load_many(
-            self, keys: object, loader: object, ttl: object = None
+            self, keys: object, loader: object, ttl: object = None, *, tags: object = None
         ) -> object:
             raise NotImplementedError
 

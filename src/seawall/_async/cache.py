@@ -9,9 +9,8 @@ from typing import Any, TypeVar
 import redis.asyncio.cluster
 from redis.exceptions import NoScriptError
 
-from seawall._async.cache_again import get_sweeper, schedule
 from seawall._async.cache_base import _FETCH, _STORE, _VOID, CORRUPT, REDIS_DOWN, ms
-from seawall._async.cache_bulk import AsyncCacheBulk
+from seawall._async.cache_tags import AsyncCacheTags
 from seawall._async.cached_function import AsyncCachedFunction, P
 from seawall._async.scripts import run_script
 from seawall._breaker import CircuitBreaker, RateLimiter
@@ -46,7 +45,7 @@ WARM_BATCH = 1000
 HOT_SAMPLE_EVERY = 16
 
 
-class AsyncCache(AsyncCacheBulk):
+class AsyncCache(AsyncCacheTags):
     """Cache-aside with an in-process L1 and Redis as L2, shared by many processes.
 
     - Breakdown: concurrent misses of one key, in all processes together, make one loader
@@ -152,18 +151,26 @@ class AsyncCache(AsyncCacheBulk):
         return f"<seawall.Cache {self.namespace!r} ttl={self.ttl}s>"
 
     async def get_or_load(
-        self, key: str | bytes | int, loader: Callable[[], T], ttl: float | None = None
+        self,
+        key: str | bytes | int,
+        loader: Callable[[], T],
+        ttl: float | None = None,
+        *,
+        tags: Iterable[str] | None = None,
     ) -> T:
         """The value of `key`; on a miss `loader()` runs once for all callers everywhere.
 
         `loader` returns the value, or None for "not found" (cached for absent_ttl). In
         seawall.aio it may be an async function. An exception from it reaches every
-        caller waiting on that load in this process; nothing is cached.
+        caller waiting on that load in this process; nothing is cached. With `tags`, the
+        process that loads the entry tags it (see delete_tag).
         """
         text = self._key(key)
         entry_ttl = self._ttl(ttl)
         if not callable(loader):
             raise TypeError(f"cache {self.namespace!r}: loader must be callable, got {loader!r}")
+        if tags is not None:
+            loader = self._tagging_loader(self._tags(tags), text, loader, entry_ttl)
         hot = self._hot
         if hot is not None:
             hot.skip -= 1  # HotKeys.offer, inlined: most reads are not sampled
@@ -229,7 +236,13 @@ class AsyncCache(AsyncCacheBulk):
         return default if value is None else value
 
     async def set(
-        self, key: Any, value: Any, ttl: float | None = None, *, version: int | None = None
+        self,
+        key: Any,
+        value: Any,
+        ttl: float | None = None,
+        *,
+        version: int | None = None,
+        tags: Iterable[str] | None = None,
     ) -> bool:
         """Store `value` (None: "absent"); every process's L1 drops its copy. True if stored.
 
@@ -242,11 +255,16 @@ class AsyncCache(AsyncCacheBulk):
         delete; otherwise nothing changes and the result is False. Writers racing with
         values read at different times then leave the newest in the cache whatever order
         their writes arrive in.
+
+        `tags` (str or strs): delete_tag(tag) deletes this entry too.
         """
         text = self._key(key)
         entry_ttl = self._ttl(ttl)
         stamp = None if version is None else self._version(version, text)
+        marks = self._tags(tags)
         value, payload = self._encoded(value, text)
+        if marks:
+            await self._tag(marks, [text], entry_ttl)
         if value is not None and self.bloom is not None:
             try:
                 await async_call_loader(functools.partial(self.bloom.add, text))
@@ -298,19 +316,6 @@ class AsyncCache(AsyncCacheBulk):
         self._dropped_here(text)
         return int(done) == 1
 
-    async def delete_many(self, keys: Iterable[Any], *, again_after: float | None = None) -> int:
-        """delete() for many keys: one round trip on one server (one per key on Cluster).
-
-        Every key is checked before anything is deleted; returns how many were given.
-        """
-        texts = list(dict.fromkeys(self._key(key) for key in keys))
-        delay = self._again_after(again_after)
-        if delay is not None:
-            await self._schedule_again(texts, delay)
-        for start in range(0, len(texts), WARM_BATCH):
-            await self._drop_everywhere(texts[start : start + WARM_BATCH])
-        return len(texts)
-
     def _version(self, version: Any, text: str) -> str:
         if isinstance(version, bool) or not isinstance(version, int) or version < 0:
             raise TypeError(
@@ -318,27 +323,6 @@ class AsyncCache(AsyncCacheBulk):
                 f"row version, an updated_at in microseconds, a log position), got {version!r}"
             )
         return str(version)
-
-    def _again_after(self, again_after: Any) -> float | None:
-        if again_after is None:
-            return None
-        return check_seconds(again_after, f"again_after of cache {self.namespace!r}")
-
-    async def _schedule_again(self, texts: list[str], delay: float) -> None:
-        """Record second deletes in Redis; if Redis cannot take them, this process keeps
-        retrying the whole delete in the background, and the caller is told."""
-        sweeper = get_sweeper(self._client)
-        try:
-            await schedule(self._client, self.namespace, texts, delay)
-        except REDIS_DOWN as exc:
-            sweeper.unrecorded(self.namespace, texts, delay)
-            raise CacheUnavailable(
-                f"cache {self.namespace!r}: could not record the delayed second delete of "
-                f"{len(texts)} key(s) (first: {texts[0]!r}): {exc!r}. Nothing was deleted "
-                "yet; this process retries the delete in the background until Redis answers",
-                key=texts[0],
-            ) from exc
-        sweeper.due_in(self.namespace, delay)
 
     async def warm(
         self, items: Mapping[Any, Any] | Iterable[tuple[Any, Any]], ttl: float | None = None
@@ -414,6 +398,7 @@ class AsyncCache(AsyncCacheBulk):
         key: str | Callable[..., Any] | None = None,
         *,
         condition: Callable[[Any], bool] | None = None,
+        tags: Iterable[str] | None = None,
     ) -> Callable[[Callable[P, Any]], AsyncCachedFunction[P, Any]]:
         """Decorator: cache a function's results, one entry per distinct call.
 
@@ -423,11 +408,14 @@ class AsyncCache(AsyncCacheBulk):
         parameter, attributes too: "{self.tenant}:{user_id}") or a function of the same
         arguments. `condition(result)` False leaves that result uncached. The decorated
         function has `invalidate`, `refresh`, `set`, `get` and `key` for its entries.
+        `tags`: tags of every entry, templates like `key` ("user:{user_id}"), see
+        delete_tag.
         """
         entry_ttl = self._ttl(ttl)
+        marks = self._tags(tags)
 
         def decorate(function: Callable[P, Any]) -> AsyncCachedFunction[P, Any]:
-            return AsyncCachedFunction(self, function, entry_ttl, key, condition)
+            return AsyncCachedFunction(self, function, entry_ttl, key, condition, tags=marks)
 
         return decorate
 

@@ -47,8 +47,18 @@ class AsyncCacheBulk(AsyncCacheCore):
     if TYPE_CHECKING:  # seawall.aio.Cache's, which waits for a key loaded elsewhere
 
         async def get_or_load(
-            self, key: Any, loader: Callable[[], Any], ttl: float | None = None
+            self,
+            key: Any,
+            loader: Callable[[], Any],
+            ttl: float | None = None,
+            *,
+            tags: Iterable[str] | None = None,
         ) -> Any: ...
+
+        def _tags(self, tags: Iterable[str] | None) -> tuple[str, ...]: ...
+
+        async def _tag(self, tags: tuple[str, ...], texts: list[str], ttl: float | None) -> None:
+            ...
 
     async def get_many(self, keys: Iterable[K]) -> dict[K, Any]:
         """{key: cached value} for the keys that hold one (stale ones too), in one MGET
@@ -78,15 +88,19 @@ class AsyncCacheBulk(AsyncCacheCore):
         keys: Iterable[K],
         loader: Callable[[list[K]], Mapping[K, V]],
         ttl: float | None = None,
+        *,
+        tags: Iterable[str] | None = None,
     ) -> dict[K, V | None]:
         """{key: value} for every key; `loader(missing)` gets, in one call, the keys this
         process was elected to load, and returns {key: value} (a key it leaves out, or
         maps to None, is cached as absent and answered None).
 
         As with get_or_load, each key is loaded once for all processes: a key another
-        process is loading is waited for, not loaded again.
+        process is loading is waited for, not loaded again. With `tags`, the keys this
+        process loads are tagged (see delete_tag).
         """
         entry_ttl = self._ttl(ttl)
+        marks = self._tags(tags)
         if not callable(loader):
             raise TypeError(f"cache {self.namespace!r}: loader must be callable, got {loader!r}")
         wanted = {key: self._key(key) for key in keys}
@@ -102,14 +116,14 @@ class AsyncCacheBulk(AsyncCacheCore):
         if not rest:
             return result
         try:
-            await self._elect_and_load(rest, wanted, loader, entry_ttl, result)
+            await self._elect_and_load(rest, wanted, loader, entry_ttl, result, marks)
         except REDIS_DOWN:
             if self.breaker is None:
                 raise
             for key in rest:  # one at a time, through get_or_load's degraded path
                 if key not in result:
                     result[key] = await self.get_or_load(
-                        wanted[key], functools.partial(_one, loader, key), ttl
+                        wanted[key], functools.partial(_one, loader, key), ttl, tags=marks
                     )
         return result
 
@@ -120,6 +134,7 @@ class AsyncCacheBulk(AsyncCacheCore):
         loader: Callable[[list[K]], Any],
         ttl: float | None,
         result: dict[K, Any],
+        marks: tuple[str, ...],
     ) -> None:
         epoch = self._fill_epoch()
         tokens = {key: secrets.token_hex(16) for key in rest}
@@ -142,11 +157,13 @@ class AsyncCacheBulk(AsyncCacheCore):
                 if status == FRESH:
                     self._remember(wanted[key], value, int(reply[2]) / 1000, epoch)
                 result[key] = value
+        if elected and marks:
+            await self._tag(marks, [wanted[key] for key in elected], ttl)
         if elected:
             await self._load_elected(elected, wanted, tokens, loader, ttl, epoch, result)
         for key in waiting:
             result[key] = await self.get_or_load(
-                wanted[key], functools.partial(_one, loader, key), ttl
+                wanted[key], functools.partial(_one, loader, key), ttl, tags=marks or None
             )
 
     async def _load_elected(
@@ -194,12 +211,17 @@ class AsyncCacheBulk(AsyncCacheCore):
                     raise
 
     async def set_many(
-        self, items: Mapping[Any, Any] | Iterable[tuple[Any, Any]], ttl: float | None = None
+        self,
+        items: Mapping[Any, Any] | Iterable[tuple[Any, Any]],
+        ttl: float | None = None,
+        *,
+        tags: Iterable[str] | None = None,
     ) -> int:
         """set() for many entries: one pipelined round trip per BATCH on one server (one
         script per key on Cluster). Loads in flight are voided and every process's L1 drops
         these keys, as with set(). Everything is encoded before anything is written."""
         entry_ttl = self._ttl(ttl)
+        marks = self._tags(tags)
         pairs = items.items() if isinstance(items, Mapping) else items
         prepared = []
         for key, raw in pairs:
@@ -213,6 +235,8 @@ class AsyncCacheBulk(AsyncCacheCore):
                         await async_call_loader(functools.partial(self.bloom.add, text))
             except BloomFilterError as exc:
                 self._bloom_failed(exc, "keys are written but not added to it")
+        if marks:
+            await self._tag(marks, [text for text, _, _ in prepared], entry_ttl)
         for start in range(0, len(prepared), BATCH):
             await self._set_batch(prepared[start : start + BATCH], entry_ttl)
         return len(prepared)

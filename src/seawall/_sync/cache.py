@@ -10,9 +10,8 @@ from typing import Any, TypeVar
 import redis.cluster
 from redis.exceptions import NoScriptError
 
-from seawall._sync.cache_again import get_sweeper, schedule
 from seawall._sync.cache_base import _FETCH, _STORE, _VOID, CORRUPT, REDIS_DOWN, ms
-from seawall._sync.cache_bulk import CacheBulk
+from seawall._sync.cache_tags import CacheTags
 from seawall._sync.cached_function import CachedFunction, P
 from seawall._sync.scripts import run_script
 from seawall._breaker import CircuitBreaker, RateLimiter
@@ -47,7 +46,7 @@ WARM_BATCH = 1000
 HOT_SAMPLE_EVERY = 16
 
 
-class Cache(CacheBulk):
+class Cache(CacheTags):
     """Cache-aside with an in-process L1 and Redis as L2, shared by many processes.
 
     - Breakdown: concurrent misses of one key, in all processes together, make one loader
@@ -153,18 +152,26 @@ class Cache(CacheBulk):
         return f"<seawall.Cache {self.namespace!r} ttl={self.ttl}s>"
 
     def get_or_load(
-        self, key: str | bytes | int, loader: Callable[[], T], ttl: float | None = None
+        self,
+        key: str | bytes | int,
+        loader: Callable[[], T],
+        ttl: float | None = None,
+        *,
+        tags: Iterable[str] | None = None,
     ) -> T:
         """The value of `key`; on a miss `loader()` runs once for all callers everywhere.
 
         `loader` returns the value, or None for "not found" (cached for absent_ttl). In
         seawall.aio it may be an async function. An exception from it reaches every
-        caller waiting on that load in this process; nothing is cached.
+        caller waiting on that load in this process; nothing is cached. With `tags`, the
+        process that loads the entry tags it (see delete_tag).
         """
         text = self._key(key)
         entry_ttl = self._ttl(ttl)
         if not callable(loader):
             raise TypeError(f"cache {self.namespace!r}: loader must be callable, got {loader!r}")
+        if tags is not None:
+            loader = self._tagging_loader(self._tags(tags), text, loader, entry_ttl)
         hot = self._hot
         if hot is not None:
             hot.skip -= 1  # HotKeys.offer, inlined: most reads are not sampled
@@ -230,7 +237,13 @@ class Cache(CacheBulk):
         return default if value is None else value
 
     def set(
-        self, key: Any, value: Any, ttl: float | None = None, *, version: int | None = None
+        self,
+        key: Any,
+        value: Any,
+        ttl: float | None = None,
+        *,
+        version: int | None = None,
+        tags: Iterable[str] | None = None,
     ) -> bool:
         """Store `value` (None: "absent"); every process's L1 drops its copy. True if stored.
 
@@ -243,11 +256,16 @@ class Cache(CacheBulk):
         delete; otherwise nothing changes and the result is False. Writers racing with
         values read at different times then leave the newest in the cache whatever order
         their writes arrive in.
+
+        `tags` (str or strs): delete_tag(tag) deletes this entry too.
         """
         text = self._key(key)
         entry_ttl = self._ttl(ttl)
         stamp = None if version is None else self._version(version, text)
+        marks = self._tags(tags)
         value, payload = self._encoded(value, text)
+        if marks:
+            self._tag(marks, [text], entry_ttl)
         if value is not None and self.bloom is not None:
             try:
                 call_loader(functools.partial(self.bloom.add, text))
@@ -299,19 +317,6 @@ class Cache(CacheBulk):
         self._dropped_here(text)
         return int(done) == 1
 
-    def delete_many(self, keys: Iterable[Any], *, again_after: float | None = None) -> int:
-        """delete() for many keys: one round trip on one server (one per key on Cluster).
-
-        Every key is checked before anything is deleted; returns how many were given.
-        """
-        texts = list(dict.fromkeys(self._key(key) for key in keys))
-        delay = self._again_after(again_after)
-        if delay is not None:
-            self._schedule_again(texts, delay)
-        for start in range(0, len(texts), WARM_BATCH):
-            self._drop_everywhere(texts[start : start + WARM_BATCH])
-        return len(texts)
-
     def _version(self, version: Any, text: str) -> str:
         if isinstance(version, bool) or not isinstance(version, int) or version < 0:
             raise TypeError(
@@ -319,27 +324,6 @@ class Cache(CacheBulk):
                 f"row version, an updated_at in microseconds, a log position), got {version!r}"
             )
         return str(version)
-
-    def _again_after(self, again_after: Any) -> float | None:
-        if again_after is None:
-            return None
-        return check_seconds(again_after, f"again_after of cache {self.namespace!r}")
-
-    def _schedule_again(self, texts: list[str], delay: float) -> None:
-        """Record second deletes in Redis; if Redis cannot take them, this process keeps
-        retrying the whole delete in the background, and the caller is told."""
-        sweeper = get_sweeper(self._client)
-        try:
-            schedule(self._client, self.namespace, texts, delay)
-        except REDIS_DOWN as exc:
-            sweeper.unrecorded(self.namespace, texts, delay)
-            raise CacheUnavailable(
-                f"cache {self.namespace!r}: could not record the delayed second delete of "
-                f"{len(texts)} key(s) (first: {texts[0]!r}): {exc!r}. Nothing was deleted "
-                "yet; this process retries the delete in the background until Redis answers",
-                key=texts[0],
-            ) from exc
-        sweeper.due_in(self.namespace, delay)
 
     def warm(
         self, items: Mapping[Any, Any] | Iterable[tuple[Any, Any]], ttl: float | None = None
@@ -415,6 +399,7 @@ class Cache(CacheBulk):
         key: str | Callable[..., Any] | None = None,
         *,
         condition: Callable[[Any], bool] | None = None,
+        tags: Iterable[str] | None = None,
     ) -> Callable[[Callable[P, Any]], CachedFunction[P, Any]]:
         """Decorator: cache a function's results, one entry per distinct call.
 
@@ -424,11 +409,14 @@ class Cache(CacheBulk):
         parameter, attributes too: "{self.tenant}:{user_id}") or a function of the same
         arguments. `condition(result)` False leaves that result uncached. The decorated
         function has `invalidate`, `refresh`, `set`, `get` and `key` for its entries.
+        `tags`: tags of every entry, templates like `key` ("user:{user_id}"), see
+        delete_tag.
         """
         entry_ttl = self._ttl(ttl)
+        marks = self._tags(tags)
 
         def decorate(function: Callable[P, Any]) -> CachedFunction[P, Any]:
-            return CachedFunction(self, function, entry_ttl, key, condition)
+            return CachedFunction(self, function, entry_ttl, key, condition, tags=marks)
 
         return decorate
 

@@ -48,8 +48,18 @@ class CacheBulk(CacheCore):
     if TYPE_CHECKING:  # seawall.Cache's, which waits for a key loaded elsewhere
 
         def get_or_load(
-            self, key: Any, loader: Callable[[], Any], ttl: float | None = None
+            self,
+            key: Any,
+            loader: Callable[[], Any],
+            ttl: float | None = None,
+            *,
+            tags: Iterable[str] | None = None,
         ) -> Any: ...
+
+        def _tags(self, tags: Iterable[str] | None) -> tuple[str, ...]: ...
+
+        def _tag(self, tags: tuple[str, ...], texts: list[str], ttl: float | None) -> None:
+            ...
 
     def get_many(self, keys: Iterable[K]) -> dict[K, Any]:
         """{key: cached value} for the keys that hold one (stale ones too), in one MGET
@@ -79,15 +89,19 @@ class CacheBulk(CacheCore):
         keys: Iterable[K],
         loader: Callable[[list[K]], Mapping[K, V]],
         ttl: float | None = None,
+        *,
+        tags: Iterable[str] | None = None,
     ) -> dict[K, V | None]:
         """{key: value} for every key; `loader(missing)` gets, in one call, the keys this
         process was elected to load, and returns {key: value} (a key it leaves out, or
         maps to None, is cached as absent and answered None).
 
         As with get_or_load, each key is loaded once for all processes: a key another
-        process is loading is waited for, not loaded again.
+        process is loading is waited for, not loaded again. With `tags`, the keys this
+        process loads are tagged (see delete_tag).
         """
         entry_ttl = self._ttl(ttl)
+        marks = self._tags(tags)
         if not callable(loader):
             raise TypeError(f"cache {self.namespace!r}: loader must be callable, got {loader!r}")
         wanted = {key: self._key(key) for key in keys}
@@ -103,14 +117,14 @@ class CacheBulk(CacheCore):
         if not rest:
             return result
         try:
-            self._elect_and_load(rest, wanted, loader, entry_ttl, result)
+            self._elect_and_load(rest, wanted, loader, entry_ttl, result, marks)
         except REDIS_DOWN:
             if self.breaker is None:
                 raise
             for key in rest:  # one at a time, through get_or_load's degraded path
                 if key not in result:
                     result[key] = self.get_or_load(
-                        wanted[key], functools.partial(_one, loader, key), ttl
+                        wanted[key], functools.partial(_one, loader, key), ttl, tags=marks
                     )
         return result
 
@@ -121,6 +135,7 @@ class CacheBulk(CacheCore):
         loader: Callable[[list[K]], Any],
         ttl: float | None,
         result: dict[K, Any],
+        marks: tuple[str, ...],
     ) -> None:
         epoch = self._fill_epoch()
         tokens = {key: secrets.token_hex(16) for key in rest}
@@ -143,11 +158,13 @@ class CacheBulk(CacheCore):
                 if status == FRESH:
                     self._remember(wanted[key], value, int(reply[2]) / 1000, epoch)
                 result[key] = value
+        if elected and marks:
+            self._tag(marks, [wanted[key] for key in elected], ttl)
         if elected:
             self._load_elected(elected, wanted, tokens, loader, ttl, epoch, result)
         for key in waiting:
             result[key] = self.get_or_load(
-                wanted[key], functools.partial(_one, loader, key), ttl
+                wanted[key], functools.partial(_one, loader, key), ttl, tags=marks or None
             )
 
     def _load_elected(
@@ -195,12 +212,17 @@ class CacheBulk(CacheCore):
                     raise
 
     def set_many(
-        self, items: Mapping[Any, Any] | Iterable[tuple[Any, Any]], ttl: float | None = None
+        self,
+        items: Mapping[Any, Any] | Iterable[tuple[Any, Any]],
+        ttl: float | None = None,
+        *,
+        tags: Iterable[str] | None = None,
     ) -> int:
         """set() for many entries: one pipelined round trip per BATCH on one server (one
         script per key on Cluster). Loads in flight are voided and every process's L1 drops
         these keys, as with set(). Everything is encoded before anything is written."""
         entry_ttl = self._ttl(ttl)
+        marks = self._tags(tags)
         pairs = items.items() if isinstance(items, Mapping) else items
         prepared = []
         for key, raw in pairs:
@@ -214,6 +236,8 @@ class CacheBulk(CacheCore):
                         call_loader(functools.partial(self.bloom.add, text))
             except BloomFilterError as exc:
                 self._bloom_failed(exc, "keys are written but not added to it")
+        if marks:
+            self._tag(marks, [text for text, _, _ in prepared], entry_ttl)
         for start in range(0, len(prepared), BATCH):
             self._set_batch(prepared[start : start + BATCH], entry_ttl)
         return len(prepared)
