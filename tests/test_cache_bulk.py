@@ -9,6 +9,7 @@ import threading
 from decimal import Decimal
 from typing import Any
 
+import pytest
 from conftest import Target
 
 import seawall
@@ -31,6 +32,12 @@ def _sync_scenario(target: Target) -> None:
     loaded = cache.get_or_load("row", lambda: {5: "five", "row": ROW})
     assert loaded == other.get("row") == cache.get("row") == {5: "five", "row": ROW}
     assert type(other.get("row")["row"]["pair"]) is tuple
+    # Compressed over 64 bytes; any reader decompresses, a str-decoding client is refused.
+    packed = seawall.Cache(target.sync(), "bulk", ttl=60, compress_over=64)
+    packed.set("big", {"rows": [ROW] * 20})
+    assert other.get("big") == {"rows": [ROW] * 20}
+    with pytest.raises(ValueError, match="decode_responses=True"):
+        seawall.Cache(target.sync(decode_responses=True), "bulk", compress_over=64)
     # 4. set_many, get_many.
     assert cache.set_many({"a": 1, "b": (2, 3), "gone": None}) == 3
     assert other.get_many(["a", "b", "gone", "never"]) == {"a": 1, "b": (2, 3)}
@@ -73,6 +80,9 @@ async def _async_scenario(target: Target) -> None:
 
         loaded = await cache.get_or_load("row", row)
         assert loaded == await other.get("row") == {5: "five", "row": ROW}
+        packed = seawall.aio.Cache(client, "bulk", ttl=60, compress_over=64)
+        await packed.set("big", {"rows": [ROW] * 20})
+        assert await other.get("big") == {"rows": [ROW] * 20}
         assert await cache.set_many([("a", 1), ("b", (2, 3)), ("gone", None)]) == 3
         assert await other.get_many(["a", "b", "gone", "never"]) == {"a": 1, "b": (2, 3)}
         calls: list[list[str]] = []

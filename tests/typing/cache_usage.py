@@ -18,6 +18,8 @@ def sync_use(client: redis.Redis) -> None:
     assert_type(cache.get_or_load_many([1, 2], lambda keys: {k: str(k) for k in keys}),
                 dict[int, str | None])
     assert_type(cache.stats().hit_rate, float)
+    assert_type(cache.get_or_load("k", lambda: [1], 5.0, tags=["t"]), list[int])
+    assert_type(cache.delete_tag("t"), int)
 
 
 async def async_use(client: redis.asyncio.Redis) -> None:
@@ -39,3 +41,4 @@ def mistakes(client: redis.Redis, aclient: redis.asyncio.Redis) -> None:
     seawall.Cache(aclient, "wrong")  # MISTAKE: an asyncio client for the sync cache
     text: str = seawall.Cache(client, "n").get_or_load("k", lambda: 1)  # noqa: F841 # MISTAKE: int
     seawall.Cache(client, "n").get_or_load(("a", 1), lambda: 1)  # MISTAKE: a tuple key
+    seawall.Cache(client, "n").get_or_load("k", lambda: 1, tags=[1])  # MISTAKE: tag not str
