@@ -36,18 +36,12 @@ import math
 import re
 import uuid
 import zlib
-from decimal import Decimal
 from typing import Any
 
 try:
     import orjson as _orjson
 except ImportError:  # pragma: no cover - the stdlib serves
     _orjson = None  # type: ignore[assignment]
-
-try:
-    from zoneinfo import ZoneInfo
-except ImportError:  # pragma: no cover - Python >= 3.9 has it
-    ZoneInfo = None  # type: ignore[assignment,misc]
 
 TAGGED = b"~"
 COMPRESSED = b"z"
@@ -94,7 +88,7 @@ def _tagged(value: Any) -> Any:
         zone = value.tzinfo
         if zone is None or type(zone) is datetime.timezone:
             return {TAG: ["dt", value.isoformat()]}
-        if ZoneInfo is not None and type(zone) is ZoneInfo and zone.key:
+        if _is(type(zone), "zoneinfo", "ZoneInfo") and getattr(zone, "key", None):
             return {TAG: ["dz", [value.isoformat(), zone.key]]}
         raise TypeError(
             f"a datetime with tzinfo {zone!r} cannot be read back exactly; use a "
@@ -106,7 +100,7 @@ def _tagged(value: Any) -> Any:
         if value.tzinfo is not None and type(value.tzinfo) is not datetime.timezone:
             raise TypeError(f"a time with tzinfo {value.tzinfo!r} cannot be read back exactly")
         return {TAG: ["time", value.isoformat()]}
-    if kind is Decimal:
+    if _is(kind, "decimal", "Decimal"):
         return {TAG: ["dec", str(value)]}
     if kind is uuid.UUID:
         return {TAG: ["uuid", str(value)]}
@@ -121,6 +115,12 @@ def _tagged(value: Any) -> Any:
     )
 
 
+def _is(kind: type, module: str, name: str) -> bool:
+    """`kind` is module.name itself (not a subclass), without importing the module: decimal
+    and zoneinfo are loaded only once such a value is read, keeping `import seawall` light."""
+    return kind.__name__ == name and kind.__module__ == module
+
+
 def _untag(tag: str, data: Any) -> Any:
     if tag == "t":
         return tuple(data)
@@ -129,12 +129,16 @@ def _untag(tag: str, data: Any) -> Any:
     if tag == "dt":
         return datetime.datetime.fromisoformat(data)
     if tag == "dz":
+        from zoneinfo import ZoneInfo
+
         return datetime.datetime.fromisoformat(data[0]).replace(tzinfo=ZoneInfo(data[1]))
     if tag == "date":
         return datetime.date.fromisoformat(data)
     if tag == "time":
         return datetime.time.fromisoformat(data)
     if tag == "dec":
+        from decimal import Decimal
+
         return Decimal(data)
     if tag == "uuid":
         return uuid.UUID(data)
