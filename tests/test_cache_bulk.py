@@ -67,6 +67,15 @@ def _sync_scenario(target: Target) -> None:
     assert other.get_or_load_many(["busy", "free"], load) == {"busy": "theirs", "free": "FREE"}
     first.join(10)
     assert calls[-1] == ["free"]
+    # With a Bloom filter, keys it rules out are cached as absent without the loader.
+    ids = seawall.BloomFilter(target.sync(), "bulk-ids", capacity=1000, error_rate=1e-6)
+    ids.create()
+    ids.add_many(["in1", "in2"])
+    guarded = seawall.Cache(target.sync(), "bulk-bloom", ttl=60, bloom=ids)
+    wanted = ["in1", "in2", *(f"out{i}" for i in range(20))]
+    got = guarded.get_or_load_many(wanted, load)
+    assert got == {"in1": "IN1", "in2": "IN2", **{f"out{i}": None for i in range(20)}}
+    assert calls[-1] == ["in1", "in2"] and guarded.stats().bloom_rejects == 20
 
 
 async def _async_scenario(target: Target) -> None:

@@ -157,6 +157,18 @@ class AsyncCacheBulk(AsyncCacheCore):
                 if status == FRESH:
                     self._remember(wanted[key], value, int(reply[2]) / 1000, epoch)
                 result[key] = value
+        if self.bloom is not None:
+            admitted = []
+            for key in elected:  # as get_or_load: surely absent keys are not loaded
+                text = wanted[key]
+                if await self._bloom_admits(text):
+                    admitted.append(key)
+                    continue
+                self._counters.add("bloom_rejects")
+                await self._store(cache_keys(self.namespace, text), text, tokens[key], None,
+                                  ABSENT_PAYLOAD, 0.0, ttl, epoch)
+                result[key] = None
+            elected = admitted
         if elected and marks:
             await self._tag(marks, [wanted[key] for key in elected], ttl)
         if elected:
