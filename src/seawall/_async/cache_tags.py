@@ -41,8 +41,12 @@ def _glob_escape(text: str) -> str:
 
 def entry_text(namespace: str, key: str) -> str | None:
     """The user's key text of a scanned value key of `namespace` (None: not one of it)."""
-    for head, tail in ((f"{PREFIX}:cache:{{{namespace}:", "}:value"),
-                       (f"{PREFIX}:cache:#{namespace}:", ":value")):
+    forms = (
+        (f"{PREFIX}:cache:{{{namespace}:", "}:value"),  # the forms of _keys.tagged
+        (f"{PREFIX}:cache:#{namespace}:", ":value"),
+        (f"{PREFIX}:cache:~{{~}}{namespace}:", ":value"),
+    )
+    for head, tail in forms:
         if key.startswith(head) and key.endswith(tail):
             text = key[len(head) : len(key) - len(tail)]
             if cache_keys(namespace, text).value == key:
