@@ -50,6 +50,7 @@ def _sync_scenario(target: Target) -> None:
 
     got = other.get_or_load_many(["a", "x", "y", "none"], load)
     assert got == {"a": 1, "x": "X", "y": "Y", "none": None} and calls == [["none", "x", "y"]]
+    assert list(got) == ["a", "x", "y", "none"]  # in the order asked
     assert cache.get_or_load_many(["x", "y", "none"], load) == {"x": "X", "y": "Y", "none": None}
     assert len(calls) == 1
     # ...and a key another process is loading is waited for, not loaded again.

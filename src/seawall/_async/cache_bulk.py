@@ -81,7 +81,7 @@ class AsyncCacheBulk(AsyncCacheCore):
             elif value is not None:
                 self._counters.add("l2_hits")
                 found[key] = value
-        return found
+        return {key: found[key] for key in wanted if key in found}  # in the order asked
 
     async def get_or_load_many(
         self,
@@ -125,7 +125,7 @@ class AsyncCacheBulk(AsyncCacheCore):
                     result[key] = await self.get_or_load(
                         wanted[key], functools.partial(_one, loader, key), ttl, tags=marks
                     )
-        return result
+        return {key: result[key] for key in wanted}  # in the order asked
 
     async def _elect_and_load(
         self,

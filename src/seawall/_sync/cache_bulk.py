@@ -82,7 +82,7 @@ class CacheBulk(CacheCore):
             elif value is not None:
                 self._counters.add("l2_hits")
                 found[key] = value
-        return found
+        return {key: found[key] for key in wanted if key in found}  # in the order asked
 
     def get_or_load_many(
         self,
@@ -126,7 +126,7 @@ class CacheBulk(CacheCore):
                     result[key] = self.get_or_load(
                         wanted[key], functools.partial(_one, loader, key), ttl, tags=marks
                     )
-        return result
+        return {key: result[key] for key in wanted}  # in the order asked
 
     def _elect_and_load(
         self,
