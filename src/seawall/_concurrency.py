@@ -256,15 +256,18 @@ def run_soon(call: Callable[[], Any], what: str) -> None:
     on_pool(functools.partial(background, call, what, cleanup=False))
 
 
-def async_spawn(call: Callable[[], Awaitable[Any]], what: str) -> None:
-    """Run `call` in the background (a task), outliving the caller; errors are logged."""
-    async_background(call, what, cleanup=False)
+def async_spawn(
+    call: Callable[[], Awaitable[Any]], what: str, *, cleanup: bool = False
+) -> None:
+    """Run `call` in the background (a task), outliving the caller; errors are logged
+    (see _failed for `cleanup`)."""
+    async_background(call, what, cleanup=cleanup)
 
 
-def spawn(call: Callable[[], Any], what: str) -> None:
+def spawn(call: Callable[[], Any], what: str, *, cleanup: bool = False) -> None:
     """Run `call` in the background (a daemon thread), outliving the caller."""
     threading.Thread(
-        target=background, args=(call, what), kwargs={"cleanup": False}, name=what, daemon=True
+        target=background, args=(call, what), kwargs={"cleanup": cleanup}, name=what, daemon=True
     ).start()
 
 

@@ -166,6 +166,7 @@ class AsyncCacheCore(AsyncCacheBase):
             async_spawn(
                 functools.partial(self._give_back_within, keys, token),
                 f"giving back the load lease of cache key {key!r}",
+                cleanup=True,  # the caller's CacheWaitTimeout reports the outage
             )
             raise self._wait_timeout(key) from exc
 
