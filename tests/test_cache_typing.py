@@ -7,9 +7,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 USAGE = Path(__file__).parent / "typing" / "cache_usage.py"
 
 
+# Serial: mypy takes a whole core for several seconds when its cache is cold, which would
+# starve the latency-bound tests of the other worker.
+@pytest.mark.serial
 def test_mypy_strict_passes_correct_use_and_reports_each_mistake() -> None:
     # mypy's incremental cache of the repository (.mypy_cache, which `mypy src` fills too)
     # saves most of the time after the first run.
