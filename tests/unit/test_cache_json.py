@@ -120,6 +120,9 @@ class _Zone(datetime.tzinfo):
     def dst(self, dt: datetime.datetime | None) -> datetime.timedelta:
         return datetime.timedelta(0)
 
+    def tzname(self, dt: datetime.datetime | None) -> str:
+        return "+01"
+
 
 def test_clear_recognises_the_entries_of_its_namespace_only() -> None:
     from seawall._async.cache_tags import entry_text
