@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
-from typing import TYPE_CHECKING, TypeVar, overload
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, overload
 
 from seawall._async.bloom import AsyncBloomFilter as BloomFilter
 from seawall._async.cache import AsyncCache
+from seawall._async.cached_function import AsyncCachedFunction
 from seawall._async.fence import fenced_read, fenced_write
 from seawall._async.idempotent import AsyncIdempotent as Idempotent
 from seawall._async.lock import AsyncLock as Lock
@@ -82,6 +83,20 @@ T = TypeVar("T")
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
+P = ParamSpec("P")
+
+
+class _Decorate(Protocol):
+    """What Cache.cached() returns, for type checkers: an async function's cached twin
+    is awaited once, for the function's own result."""
+
+    @overload
+    def __call__(self, function: Callable[P, Awaitable[T]]) -> AsyncCachedFunction[P, T]: ...
+
+    @overload
+    def __call__(self, function: Callable[P, T]) -> AsyncCachedFunction[P, T]: ...
+
+
 if TYPE_CHECKING:
 
     class Cache(AsyncCache):
@@ -137,6 +152,15 @@ if TYPE_CHECKING:
             self, keys: object, loader: object, ttl: object = None, *, tags: object = None
         ) -> object:
             raise NotImplementedError
+
+        def cached(
+            self,
+            ttl: float | None = None,
+            key: str | Callable[..., Any] | None = None,
+            *,
+            condition: Callable[[Any], bool] | None = None,
+            tags: Iterable[str] | None = None,
+        ) -> _Decorate: ...
 
 else:
     Cache = AsyncCache

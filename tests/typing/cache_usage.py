@@ -21,6 +21,13 @@ def sync_use(client: redis.Redis) -> None:
     assert_type(cache.get_or_load("k", lambda: [1], 5.0, tags=["t"]), list[int])
     assert_type(cache.delete_tag("t"), int)
 
+    @cache.cached(ttl=10, tags=["t"])
+    def double(x: int) -> int:
+        return 2 * x
+
+    assert_type(double(3), int)
+    assert_type(double.get(3), int | None)
+
 
 async def async_use(client: redis.asyncio.Redis) -> None:
     cache = seawall.aio.Cache(client, "typed")
@@ -35,6 +42,17 @@ async def async_use(client: redis.asyncio.Redis) -> None:
     assert_type(await cache.get_or_load("k", lambda: 1.5), float)
     assert_type(await cache.get_or_load_many(["a"], load_many), dict[str, int | None])
 
+    @cache.cached(key="n:{n}")
+    async def fetch(n: int) -> str:
+        return str(n)
+
+    @cache.cached()
+    def plain(n: int) -> bytes:
+        return b""
+
+    assert_type(await fetch(1), str)
+    assert_type(await plain(1), bytes)
+
 
 def mistakes(client: redis.Redis, aclient: redis.asyncio.Redis) -> None:
     seawall.aio.Cache(client, "wrong")  # MISTAKE: a sync client for the asyncio cache
@@ -42,3 +60,9 @@ def mistakes(client: redis.Redis, aclient: redis.asyncio.Redis) -> None:
     text: str = seawall.Cache(client, "n").get_or_load("k", lambda: 1)  # noqa: F841 # MISTAKE: int
     seawall.Cache(client, "n").get_or_load(("a", 1), lambda: 1)  # MISTAKE: a tuple key
     seawall.Cache(client, "n").get_or_load("k", lambda: 1, tags=[1])  # MISTAKE: tag not str
+
+    @seawall.Cache(client, "n").cached()
+    def triple(x: int) -> int:
+        return 3 * x
+
+    triple("3")  # MISTAKE: the wrapped function's parameters are checked

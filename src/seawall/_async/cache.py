@@ -399,7 +399,7 @@ class AsyncCache(AsyncCacheTags):
         *,
         condition: Callable[[Any], bool] | None = None,
         tags: Iterable[str] | None = None,
-    ) -> Callable[[Callable[P, Any]], AsyncCachedFunction[P, Any]]:
+    ) -> Callable[[Callable[P, T]], AsyncCachedFunction[P, T]]:
         """Decorator: cache a function's results, one entry per distinct call.
 
         The key is the function's qualified name and its arguments bound to its signature
@@ -414,7 +414,7 @@ class AsyncCache(AsyncCacheTags):
         entry_ttl = self._ttl(ttl)
         marks = self._tags(tags)
 
-        def decorate(function: Callable[P, Any]) -> AsyncCachedFunction[P, Any]:
+        def decorate(function: Callable[P, T]) -> AsyncCachedFunction[P, T]:
             return AsyncCachedFunction(self, function, entry_ttl, key, condition, tags=marks)
 
         return decorate

@@ -400,7 +400,7 @@ class Cache(CacheTags):
         *,
         condition: Callable[[Any], bool] | None = None,
         tags: Iterable[str] | None = None,
-    ) -> Callable[[Callable[P, Any]], CachedFunction[P, Any]]:
+    ) -> Callable[[Callable[P, T]], CachedFunction[P, T]]:
         """Decorator: cache a function's results, one entry per distinct call.
 
         The key is the function's qualified name and its arguments bound to its signature
@@ -415,7 +415,7 @@ class Cache(CacheTags):
         entry_ttl = self._ttl(ttl)
         marks = self._tags(tags)
 
-        def decorate(function: Callable[P, Any]) -> CachedFunction[P, Any]:
+        def decorate(function: Callable[P, T]) -> CachedFunction[P, T]:
             return CachedFunction(self, function, entry_ttl, key, condition, tags=marks)
 
         return decorate
