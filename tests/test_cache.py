@@ -335,11 +335,11 @@ def test_bad_input_is_refused_and_nothing_written(target: Target) -> None:
         with pytest.raises(TypeError, match="a key must be str, bytes or int"):
             cache.set(key, 1)
     with pytest.raises(seawall.CacheSerializationError, match=r"key 'k'.*json"):
-        cache.set("k", {1, 2})
+        cache.set("k", {"c": range(2)})  # sets and tuples are fine now
     with pytest.raises(seawall.CacheSerializationError, match="key 'k'"):
         cache.get_or_load("k", lambda: object())
     with pytest.raises(seawall.CacheSerializationError):
-        cache.warm({"fine": 1, "bad": {1}})
+        cache.warm({"fine": 1, "bad": [range(1)]})
     for ttl in (0, -1, float("nan")):
         with pytest.raises(ValueError, match="ttl"):
             cache.set("k", 1, ttl=ttl)
@@ -403,11 +403,11 @@ def test_bad_input_and_corrupted_value_asyncio(
                 with pytest.raises(TypeError, match="a key must be str, bytes or int"):
                     await cache.set(key, 1)
             with pytest.raises(seawall.CacheSerializationError, match=r"key 'k'.*json"):
-                await cache.set("k", {1, 2})
+                await cache.set("k", {"c": range(2)})  # sets and tuples are fine now
             with pytest.raises(seawall.CacheSerializationError, match="key 'k'"):
                 await cache.get_or_load("k", unencodable)
             with pytest.raises(seawall.CacheSerializationError):
-                await cache.warm({"fine": 1, "bad": {1}})
+                await cache.warm({"fine": 1, "bad": [range(1)]})
             for ttl in (0, -1, float("nan")):
                 with pytest.raises(ValueError, match="ttl"):
                     await cache.set("k", 1, ttl=ttl)

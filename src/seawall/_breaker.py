@@ -10,6 +10,7 @@ Both are thread-safe (the sync cache is shared by threads) and take an injectabl
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
 import time
@@ -25,6 +26,8 @@ HALF_OPEN: State = "half-open"
 
 # How many state changes `CircuitBreaker.transitions` keeps.
 TRANSITIONS_KEPT = 1000
+
+log = logging.getLogger("seawall")
 
 
 def _positive(value: Any, what: str) -> float:
@@ -54,6 +57,11 @@ class CircuitBreaker:
     - half-open: one probe call is allowed; its `success()` closes the breaker, its
       `failure()` opens it again. A probe that never reports back (its caller died or
       forgot) is replaced by another after `call_timeout`.
+
+    An outage is logged twice at WARNING, whatever the breaker does meanwhile: when it
+    opens from closed, and when it closes again (its probes failing in between, reopening
+    it every `open_for`, are DEBUG). `name` says whose breaker it is in those lines; a
+    Cache given an unnamed breaker names it after itself.
     """
 
     def __init__(
@@ -63,7 +71,9 @@ class CircuitBreaker:
         *,
         call_timeout: float = 0.25,
         clock: Callable[[], float] = time.monotonic,
+        name: str | None = None,
     ) -> None:
+        self.name = name
         self.failure_threshold = _count(failure_threshold, "failure_threshold")
         self.open_for = _positive(open_for, "open_for")
         self.call_timeout = _positive(call_timeout, "call_timeout")
@@ -78,6 +88,8 @@ class CircuitBreaker:
         # (clock time, new state) of the latest changes, oldest first: to see when it
         # opened and closed (monitoring, tests), without a callback under the mutex.
         self.transitions: deque[tuple[float, State]] = deque(maxlen=TRANSITIONS_KEPT)
+        self._outage_since: float | None = None  # when it opened from closed
+        self._rejected_at_open = 0
 
     def __repr__(self) -> str:
         return f"<CircuitBreaker {self.state} failures={self._failures}>"
@@ -97,6 +109,34 @@ class CircuitBreaker:
         if state != self._state:
             self._state = state
             self.transitions.append((now, state))
+            self._report(state, now)
+
+    def _report(self, state: State, now: float) -> None:
+        """One WARNING when an outage starts, one when it ends; the flapping between is
+        DEBUG (a handler must not block: this runs under the breaker's mutex)."""
+        who = f"circuit breaker {self.name}" if self.name else "circuit breaker"
+        if state == OPEN and self._outage_since is None:
+            self._outage_since = now
+            self._rejected_at_open = self.rejected
+            log.warning(
+                "%s opened after %d failed call(s) to Redis (or one that took over %s s): "
+                "Redis is not called for %s s, then probed once",
+                who,
+                self._failures,
+                self.call_timeout,
+                self.open_for,
+            )
+        elif state == CLOSED and self._outage_since is not None:
+            log.warning(
+                "%s closed: Redis answered a probe; it was open %.2f s and turned away "
+                "%d call(s)",
+                who,
+                now - self._outage_since,
+                self.rejected - self._rejected_at_open,
+            )
+            self._outage_since = None
+        else:
+            log.debug("%s is %s", who, state)
 
     def allow(self) -> bool:
         """Whether to call Redis now. Each True must be followed by success() or failure()."""
@@ -155,7 +195,9 @@ class RateLimiter:
         burst: int = 1,
         *,
         clock: Callable[[], float] = time.monotonic,
+        name: str | None = None,
     ) -> None:
+        self.name = name
         self.rate_per_s = _positive(rate_per_s, "rate_per_s")
         self.burst = _count(burst, "burst")
         self._clock = clock

@@ -1,19 +1,20 @@
 """How seawall.Cache names its Redis keys and turns values into bytes. No I/O.
 
-Values are JSON by default. msgpack is available with the `seawall[msgpack]` extra. pickle
-is only used when asked for by name: unpickling runs code chosen by whoever wrote the
-bytes, so anyone able to write to the Redis server could then run code in every process
-reading the cache. Choose it only when Redis is as trusted as the processes themselves.
+Values are JSON by default, read back exactly (see _cache_json). msgpack is available
+with the `seawall[msgpack]` extra. pickle is only used when asked for by name:
+unpickling runs code chosen by whoever wrote the bytes, so anyone able to write to the
+Redis server could then run code in every process reading the cache. Choose it only
+when Redis is as trusted as the processes themselves.
 """
 
 from __future__ import annotations
 
 import functools
-import json
 import pickle
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from seawall._cache_json import JsonSerializer
 from seawall._keys import PREFIX, tagged
 from seawall.errors import CacheSerializationError
 
@@ -29,17 +30,6 @@ class Serializer(Protocol):
     def dumps(self, value: Any) -> bytes: ...
 
     def loads(self, data: bytes) -> Any: ...
-
-
-class JsonSerializer:
-    name = "json"
-
-    def dumps(self, value: Any) -> bytes:
-        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-        return text.encode()
-
-    def loads(self, data: bytes) -> Any:
-        return json.loads(data)
 
 
 class MsgpackSerializer:
@@ -73,9 +63,20 @@ class PickleSerializer:
         return pickle.loads(data)
 
 
-def make_serializer(choice: Any) -> Serializer:
+def make_serializer(choice: Any, compress_over: int | None = None) -> Serializer:
+    if compress_over is not None and (
+        isinstance(compress_over, bool) or not isinstance(compress_over, int) or compress_over < 0
+    ):
+        raise ValueError(
+            f"compress_over must be an int >= 0 (payloads larger than that many bytes are "
+            f"compressed) or None, got {compress_over!r}"
+        )
+    if compress_over is not None and choice != "json":
+        raise ValueError(
+            f"compress_over works with serializer='json' only, got serializer={choice!r}"
+        )
     if choice == "json":
-        return JsonSerializer()
+        return JsonSerializer(compress_over)
     if choice == "msgpack":
         return MsgpackSerializer()
     if choice == "pickle":
@@ -98,6 +99,12 @@ def check_serializer_fits_client(
     key, every process reading it through such a client fails on it.
     """
     name = getattr(serializer, "name", None)
+    if decode_responses and getattr(serializer, "compress_over", None) is not None:
+        raise ValueError(
+            f"cache {namespace!r}: the client was made with decode_responses=True, which "
+            "cannot read compressed values; give the cache a client made with "
+            "decode_responses=False (the default), or leave compress_over unset"
+        )
     if decode_responses and name in ("pickle", "msgpack"):
         raise ValueError(
             f"cache {namespace!r}: the client was made with decode_responses=True, which "
@@ -127,6 +134,16 @@ def encode(serializer: Serializer, value: Any, namespace: str, key: str) -> byte
             key=key,
         )
     return bytes(data)
+
+
+def canonical(serializer: Serializer, value: Any, payload: bytes) -> Any:
+    """What every other reader of `payload` gets: the value a loading or writing caller
+    returns and keeps in its L1, so all callers everywhere see one type (a list where
+    msgpack turns a tuple into one). The default serializer reads back exactly what it
+    was given, so `value` itself is that."""
+    if value is None or getattr(serializer, "exact", False):
+        return value
+    return serializer.loads(payload)
 
 
 def cache_key(key: Any, namespace: str) -> str:

@@ -17,6 +17,8 @@ import weakref
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
+from redis.exceptions import RedisClusterException, RedisError
+
 log = logging.getLogger("seawall")
 # A library leaves output to the application: lost leases are reported through on_lost and
 # LockNotOwnedError; the log records are there for whoever configures logging.
@@ -98,25 +100,37 @@ class Worker:
         return self._thread.is_alive()
 
 
-def async_background(call: Callable[[], Awaitable[Any]], what: str) -> None:
+def _failed(what: str, exc: Exception, cleanup: bool) -> None:
+    """Log a background call's failure. A cleanup after a caller's failure (giving back
+    what a failed or cancelled acquire may hold) that fails because Redis is unreachable
+    is DEBUG: the caller's own exception reports that outage, and the lease bounds it."""
+    if cleanup and isinstance(exc, RedisError | RedisClusterException | OSError | TimeoutError):
+        log.debug("%s failed: %r", what, exc)
+    else:
+        log.warning("%s failed: %r", what, exc)
+
+
+def async_background(
+    call: Callable[[], Awaitable[Any]], what: str, *, cleanup: bool = True
+) -> None:
     """Finish `call` even if the caller is being cancelled (cleanup after a cancelled acquire)."""
 
     async def run() -> None:
         try:
             await call()
         except Exception as exc:  # best effort: the lease still bounds the damage
-            log.warning("seawall: %s failed: %r", what, exc)
+            _failed(what, exc, cleanup)
 
     task = asyncio.get_running_loop().create_task(run())
     _background.add(task)
     task.add_done_callback(_background.discard)
 
 
-def background(call: Callable[[], Any], what: str) -> None:
+def background(call: Callable[[], Any], what: str, *, cleanup: bool = True) -> None:
     try:
         call()
     except Exception as exc:
-        log.warning("seawall: %s failed: %r", what, exc)
+        _failed(what, exc, cleanup)
 
 
 _background: set[asyncio.Task[None]] = set()
@@ -206,14 +220,14 @@ def async_fire(callback: Callable[[Any], Any], arg: Any) -> None:
             _background.add(task)
             task.add_done_callback(_background.discard)
     except Exception:
-        log.exception("seawall: callback %r raised", callback)
+        log.exception("callback %r raised", callback)
 
 
 def fire(callback: Callable[[Any], Any], arg: Any) -> None:
     try:
         callback(arg)
     except Exception:
-        log.exception("seawall: callback %r raised", callback)
+        log.exception("callback %r raised", callback)
 
 
 async def async_node_of(cluster: Any, key: str) -> Any:
@@ -233,23 +247,28 @@ def async_run_soon(call: Callable[[], Awaitable[Any]], what: str) -> None:
 
     A task here; in sync code a thread of a shared pool that grows while its threads are
     busy, so one call stuck on a frozen server never delays another."""
-    async_background(call, what)
+    async_background(call, what, cleanup=False)
 
 
 def run_soon(call: Callable[[], Any], what: str) -> None:
     from seawall._fanout import run_soon as on_pool
 
-    on_pool(functools.partial(background, call, what))
+    on_pool(functools.partial(background, call, what, cleanup=False))
 
 
-def async_spawn(call: Callable[[], Awaitable[Any]], what: str) -> None:
-    """Run `call` in the background (a task), outliving the caller; errors are logged."""
-    async_background(call, what)
+def async_spawn(
+    call: Callable[[], Awaitable[Any]], what: str, *, cleanup: bool = False
+) -> None:
+    """Run `call` in the background (a task), outliving the caller; errors are logged
+    (see _failed for `cleanup`)."""
+    async_background(call, what, cleanup=cleanup)
 
 
-def spawn(call: Callable[[], Any], what: str) -> None:
+def spawn(call: Callable[[], Any], what: str, *, cleanup: bool = False) -> None:
     """Run `call` in the background (a daemon thread), outliving the caller."""
-    threading.Thread(target=background, args=(call, what), name=what, daemon=True).start()
+    threading.Thread(
+        target=background, args=(call, what), kwargs={"cleanup": cleanup}, name=what, daemon=True
+    ).start()
 
 
 async def async_call_loader(loader: Callable[[], Any]) -> Any:

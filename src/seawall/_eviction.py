@@ -105,7 +105,7 @@ def warning(policy: str, servers: Iterable[str]) -> str:
             "evicted under volatile-*)"
         )
     return (
-        f"seawall: Redis at {where} has maxmemory-policy {policy}: when it reaches "
+        f"Redis at {where} has maxmemory-policy {policy}: when it reaches "
         f"maxmemory {at_risk}. Fix: {FIX}"
     )
 
@@ -113,12 +113,12 @@ def warning(policy: str, servers: Iterable[str]) -> str:
 def safe_note(policies: dict[str, list[str]]) -> str:
     """The debug line for servers that do not evict seawall's keys."""
     parts = "; ".join(f"{policy} at {', '.join(where)}" for policy, where in policies.items())
-    return f"seawall: maxmemory-policy checked: {parts}"
+    return f"maxmemory-policy checked: {parts}"
 
 
 def unchecked_note(servers: str, error: BaseException) -> str:
     return (
-        f"seawall: the maxmemory-policy of Redis at {servers} could not be checked "
+        f"the maxmemory-policy of Redis at {servers} could not be checked "
         f"(CONFIG GET failed: {error!r}); make sure it is noeviction, or that seawall's "
         "keys live on a server where it is (see docs/eviction.md)"
     )

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, overload
+
 from seawall._async.bloom import AsyncBloomFilter as BloomFilter
-from seawall._async.cache import AsyncCache as Cache
+from seawall._async.cache import AsyncCache
+from seawall._async.cached_function import AsyncCachedFunction
 from seawall._async.fence import fenced_read, fenced_write
 from seawall._async.idempotent import AsyncIdempotent as Idempotent
 from seawall._async.lock import AsyncLock as Lock
@@ -74,3 +78,89 @@ __all__ = [
     "fenced_read",
     "fenced_write",
 ]
+
+T = TypeVar("T")
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+P = ParamSpec("P")
+
+
+class _Decorate(Protocol):
+    """What Cache.cached() returns, for type checkers: an async function's cached twin
+    is awaited once, for the function's own result."""
+
+    @overload
+    def __call__(self, function: Callable[P, Awaitable[T]]) -> AsyncCachedFunction[P, T]: ...
+
+    @overload
+    def __call__(self, function: Callable[P, T]) -> AsyncCachedFunction[P, T]: ...
+
+
+if TYPE_CHECKING:
+
+    class Cache(AsyncCache):
+        """For type checkers: here a loader may also be an async function (its result
+        is awaited); the class itself is AsyncCache."""
+
+        @overload
+        async def get_or_load(
+            self,
+            key: str | bytes | int,
+            loader: Callable[[], Awaitable[T]],
+            ttl: float | None = None,
+            *,
+            tags: Iterable[str] | None = None,
+        ) -> T: ...
+
+        @overload
+        async def get_or_load(
+            self,
+            key: str | bytes | int,
+            loader: Callable[[], T],
+            ttl: float | None = None,
+            *,
+            tags: Iterable[str] | None = None,
+        ) -> T: ...
+
+        async def get_or_load(
+            self, key: object, loader: object, ttl: object = None, *, tags: object = None
+        ) -> object:
+            raise NotImplementedError
+
+        @overload
+        async def get_or_load_many(
+            self,
+            keys: Iterable[K],
+            loader: Callable[[list[K]], Awaitable[Mapping[K, V]]],
+            ttl: float | None = None,
+            *,
+            tags: Iterable[str] | None = None,
+        ) -> dict[K, V | None]: ...
+
+        @overload
+        async def get_or_load_many(
+            self,
+            keys: Iterable[K],
+            loader: Callable[[list[K]], Mapping[K, V]],
+            ttl: float | None = None,
+            *,
+            tags: Iterable[str] | None = None,
+        ) -> dict[K, V | None]: ...
+
+        async def get_or_load_many(
+            self, keys: object, loader: object, ttl: object = None, *, tags: object = None
+        ) -> object:
+            raise NotImplementedError
+
+        def cached(
+            self,
+            ttl: float | None = None,
+            key: str | Callable[..., Any] | None = None,
+            *,
+            condition: Callable[[Any], bool] | None = None,
+            tags: Iterable[str] | None = None,
+        ) -> _Decorate: ...
+
+else:
+    Cache = AsyncCache

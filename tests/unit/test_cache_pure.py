@@ -129,7 +129,7 @@ def test_serializers_round_trip_and_refuse_clearly() -> None:
     assert encode(json_codec, None, "n", "k") == ABSENT_PAYLOAD
     payload = encode(json_codec, {"a": [1, "é"]}, "n", "k")
     assert json_codec.loads(payload) == {"a": [1, "é"]}
-    for bad in ({1, 2}, float("nan"), object()):
+    for bad in (object(), [range(3)]):
         with pytest.raises(CacheSerializationError, match="key 'k'"):
             encode(json_codec, bad, "n", "k")
     pickle_codec = make_serializer("pickle")

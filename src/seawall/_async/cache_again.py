@@ -157,7 +157,7 @@ class AsyncAgainSweeper:
             return
         if self._failures:
             _concurrency.log.info(
-                "seawall: cache %r: Redis answers again; second deletes resume", namespace
+                "cache %r: Redis answers again; second deletes resume", namespace
             )
             self._failures = 0
         with self._mutex:
@@ -198,13 +198,13 @@ class AsyncAgainSweeper:
         self._failures += 1
         if self._failures == 1:
             _concurrency.log.warning(
-                "seawall: cache %r: second deletes cannot reach Redis (%r); they stay "
+                "cache %r: second deletes cannot reach Redis (%r); they stay "
                 "scheduled and are retried with backoff",
                 namespace,
                 exc,
             )
         else:
-            _concurrency.log.debug("seawall: cache %r: second deletes: %r", namespace, exc)
+            _concurrency.log.debug("cache %r: second deletes: %r", namespace, exc)
         first, last = BACKOFF
         delay = min(last, first * 2 ** min(self._failures - 1, 16))
         with self._mutex:

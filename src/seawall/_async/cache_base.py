@@ -20,7 +20,15 @@ from seawall._async.cache_again import get_sweeper
 from seawall._async.invalidation import AsyncInvalidator, get_invalidator
 from seawall._async.scripts import run_script
 from seawall._breaker import CircuitBreaker, RateLimiter
-from seawall._cache_codec import ABSENT_PAYLOAD, CACHE_WAKE_PREFIX, Serializer, cache_keys
+from seawall._cache_codec import (
+    ABSENT_PAYLOAD,
+    CACHE_WAKE_PREFIX,
+    Serializer,
+    cache_key,
+    cache_keys,
+    canonical,
+    encode,
+)
 from seawall._cache_stats import Counters
 from seawall._concurrency import (
     AsyncSlots,
@@ -33,7 +41,7 @@ from seawall._freshness import hit_lead, jittered
 from seawall._hotkeys import HotKeys
 from seawall._keys import tagged
 from seawall._l1 import L1, MISSING
-from seawall._validate import AsyncClient
+from seawall._validate import AsyncClient, check_seconds
 from seawall.errors import CacheWaitTimeout
 from seawall.metrics._sink import SINK as metrics_sink
 
@@ -221,7 +229,7 @@ class AsyncCacheBase:
             return
         self._bloom_warned = True
         _concurrency.log.warning(
-            "seawall: cache %r: the Bloom filter failed (%s); %s. Logged once until it works again",
+            "cache %r: the Bloom filter failed (%s); %s. Logged once until it works again",
             self.namespace,
             exc,
             doing,
@@ -272,6 +280,18 @@ class AsyncCacheBase:
 
     # --- encoding ------------------------------------------------------------------------
 
+    def _key(self, key: Any) -> str:
+        return cache_key(key, self.namespace)
+
+    def _ttl(self, ttl: Any) -> float | None:
+        return None if ttl is None else check_seconds(ttl, f"ttl of cache {self.namespace!r}")
+
+    def _encoded(self, value: Any, key: str) -> tuple[Any, bytes]:
+        """(the value every reader gets, its payload): CacheSerializationError if `value`
+        cannot be encoded, so nothing is written and no caller gets another type."""
+        payload = encode(self._serializer, value, self.namespace, key)
+        return canonical(self._serializer, value, payload), payload
+
     def _decode(self, payload: Any, key: str) -> Any:
         data = payload.encode() if isinstance(payload, str) else bytes(payload)
         if data == ABSENT_PAYLOAD:
@@ -281,7 +301,7 @@ class AsyncCacheBase:
         except Exception as exc:
             self._counters.add("corrupt")
             _concurrency.log.warning(
-                "seawall: cache %r: the value of key %r in Redis cannot be decoded (%r); "
+                "cache %r: the value of key %r in Redis cannot be decoded (%r); "
                 "treating it as a miss and loading it again",
                 self.namespace,
                 key,
@@ -331,7 +351,7 @@ class AsyncCacheBase:
             await pipe.execute()
         except REDIS_DOWN as exc:
             # Only a report for `seawall hotkeys`: the next half-life publishes again.
-            _concurrency.log.debug("seawall: publishing hot keys failed: %r", exc)
+            _concurrency.log.debug("publishing hot keys failed: %r", exc)
 
     # --- Redis calls -------------------------------------------------------------------------
 

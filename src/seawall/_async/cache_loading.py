@@ -26,7 +26,7 @@ from seawall._async.cache_base import (
 )
 from seawall._async.cache_waker import AsyncCacheWaker, Watch, get_cache_waker
 from seawall._bounded import LAST_LOOK, async_until
-from seawall._cache_codec import ABSENT_PAYLOAD, CACHE_WAKE_PREFIX, CacheKeys, cache_keys, encode
+from seawall._cache_codec import ABSENT_PAYLOAD, CACHE_WAKE_PREFIX, CacheKeys, cache_keys
 from seawall._concurrency import (
     AsyncEvent,
     async_background,
@@ -166,6 +166,7 @@ class AsyncCacheCore(AsyncCacheBase):
             async_spawn(
                 functools.partial(self._give_back_within, keys, token),
                 f"giving back the load lease of cache key {key!r}",
+                cleanup=True,  # the caller's CacheWaitTimeout reports the outage
             )
             raise self._wait_timeout(key) from exc
 
@@ -304,7 +305,7 @@ class AsyncCacheCore(AsyncCacheBase):
         if int(reply[0]) in (STALE_REFRESH, MISS_LOAD):
             return await self._load_and_store(keys, key, loader, ttl, token, epoch)
         # Another caller is replacing it already: answer from the loader, write nothing.
-        value = await async_call_loader(loader)
+        value = self._encoded(await async_call_loader(loader), key)[0]
         self._counters.add("loads")
         return value
 
@@ -335,8 +336,7 @@ class AsyncCacheCore(AsyncCacheBase):
     ) -> Any:
         started = _concurrency.monotonic()
         try:
-            value = await async_call_loader(loader)
-            payload = encode(self._serializer, value, self.namespace, key)
+            value, payload = self._encoded(await async_call_loader(loader), key)
         except BaseException:
             self._counters.add("load_errors")
             if give_back:
@@ -357,7 +357,7 @@ class AsyncCacheCore(AsyncCacheBase):
                 raise
             # Redis went away during the load: the caller still gets what it paid for.
             _concurrency.log.info(
-                "seawall: cache %r: key %r loaded but not written back: Redis unreachable",
+                "cache %r: key %r loaded but not written back: Redis unreachable",
                 self.namespace,
                 key,
             )
@@ -403,7 +403,7 @@ class AsyncCacheCore(AsyncCacheBase):
         elif token:
             self._counters.add("voided")
             _concurrency.log.info(
-                "seawall: cache %r: the load of key %r was not written back: a delete or set "
+                "cache %r: the load of key %r was not written back: a delete or set "
                 "came while it ran (or its lease of %s s ran out)",
                 self.namespace,
                 key,
@@ -458,7 +458,7 @@ class AsyncCacheCore(AsyncCacheBase):
                 await self._load_and_store(keys, key, loader, ttl, token, epoch, give_back=False)
             except Exception as exc:
                 _concurrency.log.warning(
-                    "seawall: cache %r: refreshing key %r failed (%r); the old value is "
+                    "cache %r: refreshing key %r failed (%r); the old value is "
                     "served until it expires or a later refresh (after the lease) succeeds",
                     self.namespace,
                     key,

@@ -109,7 +109,7 @@ class AsyncCacheWaker:
         try:
             key, landed = parse_wake(data)
         except (ValueError, UnicodeDecodeError):
-            _concurrency.log.debug("seawall: cache waker ignored a malformed wake-up")
+            _concurrency.log.debug("cache waker ignored a malformed wake-up")
             return
         with self._mutex:
             for watch in self._watchers.get(key, ()):
@@ -150,7 +150,7 @@ class AsyncCacheWaker:
                         await pubsub.subscribe(self._channel)
                     except Exception as exc:
                         async_raise_if_cancelled()
-                        _concurrency.log.debug("seawall: cache waker cannot connect: %r", exc)
+                        _concurrency.log.debug("cache waker cannot connect: %r", exc)
                         pubsub = None
                         if self._detach_if_idle(quiet_since):
                             return
@@ -160,7 +160,7 @@ class AsyncCacheWaker:
                     message = await pubsub.get_message(timeout=POLL)
                 except Exception as exc:
                     async_raise_if_cancelled()
-                    _concurrency.log.debug("seawall: cache waker connection failed: %r", exc)
+                    _concurrency.log.debug("cache waker connection failed: %r", exc)
                     self._ready.clear()
                     acks = 0
                     self._wake_all()  # messages may be lost meanwhile: everyone looks again

@@ -38,6 +38,8 @@ class AsyncCachedFunction(Generic[P, R]):
         key: str | Callable[..., Any] | None,
         condition: Callable[[Any], bool] | None,
         bound_to: Any = None,
+        *,
+        tags: tuple[str, ...] = (),
     ) -> None:
         async_check_cached_function(function, f"cache {cache.namespace!r}")
         self.cache = cache
@@ -45,6 +47,7 @@ class AsyncCachedFunction(Generic[P, R]):
         self._ttl = ttl
         self._condition = condition
         self._keys = CallKeys(function, key)
+        self._tags = [CallKeys(function, tag) for tag in tags]
         self._bound_to = bound_to
         functools.update_wrapper(self, function)
 
@@ -76,9 +79,13 @@ class AsyncCachedFunction(Generic[P, R]):
                 self._keys(full, kwargs),
                 functools.partial(self._run, full, kwargs),
                 self._ttl,
+                tags=self._tags_of(full, kwargs),
             )
         except _Uncached as skipped:
             return skipped.value  # type: ignore[no-any-return]
+
+    def _tags_of(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[str] | None:
+        return [tag(args, kwargs) for tag in self._tags] if self._tags else None
 
     async def get(self, *args: Any, **kwargs: Any) -> R | None:
         """The cached result of this call, or None; never runs the function."""
@@ -86,7 +93,10 @@ class AsyncCachedFunction(Generic[P, R]):
 
     async def set(self, value: Any, *args: Any, **kwargs: Any) -> None:
         """Store `value` as the result of this call (every process's L1 drops its copy)."""
-        await self.cache.set(self.key(*args, **kwargs), value, self._ttl)
+        full = self._args(args)
+        await self.cache.set(
+            self._keys(full, kwargs), value, self._ttl, tags=self._tags_of(full, kwargs)
+        )
 
     async def invalidate(self, *args: Any, **kwargs: Any) -> None:
         """Drop the cached result of this call, in Redis and in every process's L1."""
@@ -99,5 +109,7 @@ class AsyncCachedFunction(Generic[P, R]):
             value = await self._run(full, kwargs)
         except _Uncached as skipped:
             return skipped.value  # type: ignore[no-any-return]
-        await self.cache.set(self._keys(full, kwargs), value, self._ttl)
+        await self.cache.set(
+            self._keys(full, kwargs), value, self._ttl, tags=self._tags_of(full, kwargs)
+        )
         return value  # type: ignore[no-any-return]

@@ -202,7 +202,7 @@ class AsyncInvalidator:
         self._listening.clear()
         self.clear_local()  # moves `generation` on
         if was_listening:
-            _concurrency.log.info("seawall: invalidation listener lost its connection: %s", why)
+            _concurrency.log.info("invalidation listener lost its connection: %s", why)
 
     def _on_message(self, message: dict[str, Any]) -> None:
         if message["type"] != "pmessage":
@@ -252,7 +252,7 @@ class AsyncInvalidator:
                         pubsub = await self._open()
                     except Exception as exc:
                         async_raise_if_cancelled()
-                        _concurrency.log.debug("seawall: invalidation cannot connect: %r", exc)
+                        _concurrency.log.debug("invalidation cannot connect: %r", exc)
                         await async_sleep(RECONNECT_BACKOFF)
                         continue
                     if pubsub is None:  # the client is gone
@@ -302,7 +302,7 @@ def _apply(l1: Any, method: Literal["discard", "clear"], *args: str) -> None:
     try:
         getattr(l1, method)(*args)
     except Exception:
-        _concurrency.log.exception("seawall: %s() of L1 %r raised", method, l1)
+        _concurrency.log.exception("%s() of L1 %r raised", method, l1)
 
 
 async def _close(pubsub: Any) -> None:

@@ -295,7 +295,7 @@ class AsyncRedlock(AsyncHolder):
         try:
             done = await self._extend_round(hold, hold.ttl)
         except Exception as exc:  # a bug or odd reply: retry like a failed round
-            _concurrency.log.info("seawall: renewing Redlock %r failed: %r", self.name, exc)
+            _concurrency.log.info("renewing Redlock %r failed: %r", self.name, exc)
             done = None
         if hold.released:
             return None

@@ -184,7 +184,7 @@ class AsyncOrderSink:
                 saved += await self.step(block)
                 delay = RETRY_FIRST
             except self._transient as exc:
-                log.warning("seawall: %r: %r; retrying in %.2f s", self, exc, delay)
+                log.warning("%r: %r; retrying in %.2f s", self, exc, delay)
                 await async_sleep(delay)
                 delay = min(delay * 2, RETRY_CEILING)
         return saved
@@ -380,7 +380,7 @@ class AsyncOrderSink:
                 changes.append((_scripts.reply_text(entry_id), change))
             elif fields:
                 log.warning(
-                    "seawall: %r: log entry %s is not a take or cancel (%r); acknowledged "
+                    "%r: log entry %s is not a take or cancel (%r); acknowledged "
                     "without saving",
                     self,
                     _scripts.reply_text(entry_id),
@@ -420,7 +420,7 @@ class AsyncOrderSink:
                 await self._set_aside(*changes[0], exc)
                 return
             log.warning(
-                "seawall: %r: the database refused a batch of %d orders (%s); saving them one "
+                "%r: the database refused a batch of %d orders (%s); saving them one "
                 "at a time",
                 self,
                 len(changes),
@@ -447,7 +447,7 @@ class AsyncOrderSink:
         }
         await self._client.hset(self.keys.dead, change.order_id, json.dumps(record))
         log.error(
-            "seawall: %r: order %r (%s of %d units, log entry %s) cannot be saved, the "
+            "%r: order %r (%s of %d units, log entry %s) cannot be saved, the "
             "database refuses it: %s. It is set aside in %s and the log goes on; fix the row "
             "or the table, then reconcile() saves it",
             self,

@@ -282,7 +282,7 @@ class AsyncWaker:
                 try:
                     await self._pass_on(key)
                 except Exception as exc:  # the lock's queue or the wait slices recover
-                    _concurrency.log.info("seawall: passing a wake-up on failed: %r", exc)
+                    _concurrency.log.info("passing a wake-up on failed: %r", exc)
 
     async def _open(self) -> Any:
         client = self._client()
@@ -313,7 +313,7 @@ class AsyncWaker:
                         pubsub = await self._open()
                     except Exception as exc:
                         async_raise_if_cancelled()
-                        _concurrency.log.debug("seawall: waker cannot connect: %r", exc)
+                        _concurrency.log.debug("waker cannot connect: %r", exc)
                         if self._detach_if_idle(quiet_since):
                             return
                         await async_sleep(RECONNECT_BACKOFF)
@@ -332,7 +332,7 @@ class AsyncWaker:
                     async_raise_if_cancelled()
                     # Not only ConnectionError: when the user closes the client under us, the
                     # parser can fail with anything. Start over on a fresh connection.
-                    _concurrency.log.debug("seawall: waker connection failed: %r", exc)
+                    _concurrency.log.debug("waker connection failed: %r", exc)
                     self._ready.clear()
                     self._acks = 0
                     self._wake_all()

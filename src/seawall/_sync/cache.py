@@ -5,23 +5,20 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import redis.cluster
 from redis.exceptions import NoScriptError
 
-from seawall._sync.cache_again import get_sweeper, schedule
 from seawall._sync.cache_base import _FETCH, _STORE, _VOID, CORRUPT, REDIS_DOWN, ms
-from seawall._sync.cache_loading import CacheCore
+from seawall._sync.cache_tags import CacheTags
 from seawall._sync.cached_function import CachedFunction, P
 from seawall._sync.scripts import run_script
 from seawall._breaker import CircuitBreaker, RateLimiter
 from seawall._cache_codec import (
     CACHE_WAKE_PREFIX,
-    cache_key,
     cache_keys,
     check_serializer_fits_client,
-    encode,
     make_serializer,
 )
 from seawall._cache_stats import CacheStats
@@ -30,6 +27,7 @@ from seawall._freshness import DEFAULT_JITTER
 from seawall._hotkeys import HotKeys
 from seawall._l1 import L1, MISSING, HotL1
 from seawall._validate import (
+    Client,
     check_client,
     check_name,
     check_seconds,
@@ -37,6 +35,8 @@ from seawall._validate import (
     decodes_responses,
 )
 from seawall.errors import BloomFilterError, CacheUnavailable
+
+T = TypeVar("T")
 
 # warm() sends this many writes per pipeline round trip.
 WARM_BATCH = 1000
@@ -46,7 +46,7 @@ WARM_BATCH = 1000
 HOT_SAMPLE_EVERY = 16
 
 
-class Cache(CacheCore):
+class Cache(CacheTags):
     """Cache-aside with an in-process L1 and Redis as L2, shared by many processes.
 
     - Breakdown: concurrent misses of one key, in all processes together, make one loader
@@ -62,7 +62,7 @@ class Cache(CacheCore):
 
     def __init__(
         self,
-        client: Any,
+        client: Client,
         namespace: str,
         ttl: float = 300.0,
         *,
@@ -75,6 +75,7 @@ class Cache(CacheCore):
         l1_ttl: float | None = None,
         xfetch_beta: float | None = None,
         serializer: Any = "json",
+        compress_over: int | None = None,
         bloom: Any = None,
         breaker: CircuitBreaker | None = None,
         loader_limit: RateLimiter | None = None,
@@ -97,6 +98,8 @@ class Cache(CacheCore):
                 f"hot_keys of cache {name!r} must be an int >= 0 (how many keys the hot-key "
                 f"sketch tracks; 0 turns it off), got {hot_keys!r}"
             )
+        if breaker is not None and breaker.name is None:
+            breaker.name = f"of cache {name!r}"  # named in its WARNING lines
         hot = HotKeys(hot_keys, sample_every=HOT_SAMPLE_EVERY) if hot_keys else None
         ttl = check_seconds(ttl, f"ttl of cache {name!r}")
         if stale_ttl is None:
@@ -121,7 +124,7 @@ class Cache(CacheCore):
                 f"bloom of cache {name!r} must be a seawall.BloomFilter (or have might_contain() "
                 f"and add()), got {type(bloom).__qualname__}"
             )
-        codec = make_serializer(serializer)
+        codec = make_serializer(serializer, compress_over)
         check_serializer_fits_client(codec, decodes_responses(checked), name)
         super().__init__(
             checked,
@@ -148,25 +151,27 @@ class Cache(CacheCore):
     def __repr__(self) -> str:
         return f"<seawall.Cache {self.namespace!r} ttl={self.ttl}s>"
 
-    def _key(self, key: Any) -> str:
-        return cache_key(key, self.namespace)
-
-    def _ttl(self, ttl: Any) -> float | None:
-        return None if ttl is None else check_seconds(ttl, f"ttl of cache {self.namespace!r}")
-
     def get_or_load(
-        self, key: Any, loader: Callable[[], Any], ttl: float | None = None
-    ) -> Any:
+        self,
+        key: str | bytes | int,
+        loader: Callable[[], T],
+        ttl: float | None = None,
+        *,
+        tags: Iterable[str] | None = None,
+    ) -> T:
         """The value of `key`; on a miss `loader()` runs once for all callers everywhere.
 
         `loader` returns the value, or None for "not found" (cached for absent_ttl). In
         seawall.aio it may be an async function. An exception from it reaches every
-        caller waiting on that load in this process; nothing is cached.
+        caller waiting on that load in this process; nothing is cached. With `tags`, the
+        process that loads the entry tags it (see delete_tag).
         """
         text = self._key(key)
         entry_ttl = self._ttl(ttl)
         if not callable(loader):
             raise TypeError(f"cache {self.namespace!r}: loader must be callable, got {loader!r}")
+        if tags is not None:
+            loader = self._tagging_loader(self._tags(tags), text, loader, entry_ttl)
         hot = self._hot
         if hot is not None:
             hot.skip -= 1  # HotKeys.offer, inlined: most reads are not sampled
@@ -175,13 +180,13 @@ class Cache(CacheCore):
         found = self.l1.get(text)
         if found is not MISSING:
             self._counters.add("l1_hits" if found is not None else "absent_hits")
-            return found
+            return found  # type: ignore[no-any-return]
         try:
-            return self._load_shared(text, loader, entry_ttl)
+            return self._load_shared(text, loader, entry_ttl)  # type: ignore[no-any-return]
         except REDIS_DOWN as exc:
             if self.breaker is None:
                 raise
-            return self._degraded(text, loader, exc)
+            return self._degraded(text, loader, exc)  # type: ignore[no-any-return]
 
     def _degraded(self, key: str, loader: Callable[[], Any], cause: Exception) -> Any:
         """Redis is unreachable: a bounded-stale L1 copy, else the loader if its rate allows."""
@@ -191,7 +196,7 @@ class Cache(CacheCore):
             return stale
         limit = self.loader_limit
         if limit is None or limit.try_acquire():
-            value = call_loader(loader)
+            value = self._encoded(call_loader(loader), key)[0]
             self._counters.add("loads")
             return value
         raise CacheUnavailable(
@@ -232,7 +237,13 @@ class Cache(CacheCore):
         return default if value is None else value
 
     def set(
-        self, key: Any, value: Any, ttl: float | None = None, *, version: int | None = None
+        self,
+        key: Any,
+        value: Any,
+        ttl: float | None = None,
+        *,
+        version: int | None = None,
+        tags: Iterable[str] | None = None,
     ) -> bool:
         """Store `value` (None: "absent"); every process's L1 drops its copy. True if stored.
 
@@ -245,11 +256,16 @@ class Cache(CacheCore):
         delete; otherwise nothing changes and the result is False. Writers racing with
         values read at different times then leave the newest in the cache whatever order
         their writes arrive in.
+
+        `tags` (str or strs): delete_tag(tag) deletes this entry too.
         """
         text = self._key(key)
         entry_ttl = self._ttl(ttl)
         stamp = None if version is None else self._version(version, text)
-        payload = encode(self._serializer, value, self.namespace, text)
+        marks = self._tags(tags)
+        value, payload = self._encoded(value, text)
+        if marks:
+            self._tag(marks, [text], entry_ttl)
         if value is not None and self.bloom is not None:
             try:
                 call_loader(functools.partial(self.bloom.add, text))
@@ -301,19 +317,6 @@ class Cache(CacheCore):
         self._dropped_here(text)
         return int(done) == 1
 
-    def delete_many(self, keys: Iterable[Any], *, again_after: float | None = None) -> int:
-        """delete() for many keys: one round trip on one server (one per key on Cluster).
-
-        Every key is checked before anything is deleted; returns how many were given.
-        """
-        texts = list(dict.fromkeys(self._key(key) for key in keys))
-        delay = self._again_after(again_after)
-        if delay is not None:
-            self._schedule_again(texts, delay)
-        for start in range(0, len(texts), WARM_BATCH):
-            self._drop_everywhere(texts[start : start + WARM_BATCH])
-        return len(texts)
-
     def _version(self, version: Any, text: str) -> str:
         if isinstance(version, bool) or not isinstance(version, int) or version < 0:
             raise TypeError(
@@ -321,27 +324,6 @@ class Cache(CacheCore):
                 f"row version, an updated_at in microseconds, a log position), got {version!r}"
             )
         return str(version)
-
-    def _again_after(self, again_after: Any) -> float | None:
-        if again_after is None:
-            return None
-        return check_seconds(again_after, f"again_after of cache {self.namespace!r}")
-
-    def _schedule_again(self, texts: list[str], delay: float) -> None:
-        """Record second deletes in Redis; if Redis cannot take them, this process keeps
-        retrying the whole delete in the background, and the caller is told."""
-        sweeper = get_sweeper(self._client)
-        try:
-            schedule(self._client, self.namespace, texts, delay)
-        except REDIS_DOWN as exc:
-            sweeper.unrecorded(self.namespace, texts, delay)
-            raise CacheUnavailable(
-                f"cache {self.namespace!r}: could not record the delayed second delete of "
-                f"{len(texts)} key(s) (first: {texts[0]!r}): {exc!r}. Nothing was deleted "
-                "yet; this process retries the delete in the background until Redis answers",
-                key=texts[0],
-            ) from exc
-        sweeper.due_in(self.namespace, delay)
 
     def warm(
         self, items: Mapping[Any, Any] | Iterable[tuple[Any, Any]], ttl: float | None = None
@@ -356,7 +338,7 @@ class Cache(CacheCore):
         prepared = []
         for key, value in pairs:
             text = self._key(key)
-            payload = encode(self._serializer, value, self.namespace, text)
+            value, payload = self._encoded(value, text)
             fresh, stale = self._entry_ttls(value, entry_ttl)
             prepared.append((text, value, payload, fresh, stale))
         if not isinstance(self._client, redis.cluster.RedisCluster):
@@ -417,7 +399,8 @@ class Cache(CacheCore):
         key: str | Callable[..., Any] | None = None,
         *,
         condition: Callable[[Any], bool] | None = None,
-    ) -> Callable[[Callable[P, Any]], CachedFunction[P, Any]]:
+        tags: Iterable[str] | None = None,
+    ) -> Callable[[Callable[P, T]], CachedFunction[P, T]]:
         """Decorator: cache a function's results, one entry per distinct call.
 
         The key is the function's qualified name and its arguments bound to its signature
@@ -426,11 +409,14 @@ class Cache(CacheCore):
         parameter, attributes too: "{self.tenant}:{user_id}") or a function of the same
         arguments. `condition(result)` False leaves that result uncached. The decorated
         function has `invalidate`, `refresh`, `set`, `get` and `key` for its entries.
+        `tags`: tags of every entry, templates like `key` ("user:{user_id}"), see
+        delete_tag.
         """
         entry_ttl = self._ttl(ttl)
+        marks = self._tags(tags)
 
-        def decorate(function: Callable[P, Any]) -> CachedFunction[P, Any]:
-            return CachedFunction(self, function, entry_ttl, key, condition)
+        def decorate(function: Callable[P, T]) -> CachedFunction[P, T]:
+            return CachedFunction(self, function, entry_ttl, key, condition, tags=marks)
 
         return decorate
 

@@ -110,7 +110,7 @@ class CacheWaker:
         try:
             key, landed = parse_wake(data)
         except (ValueError, UnicodeDecodeError):
-            _concurrency.log.debug("seawall: cache waker ignored a malformed wake-up")
+            _concurrency.log.debug("cache waker ignored a malformed wake-up")
             return
         with self._mutex:
             for watch in self._watchers.get(key, ()):
@@ -151,7 +151,7 @@ class CacheWaker:
                         pubsub.subscribe(self._channel)
                     except Exception as exc:
                         raise_if_cancelled()
-                        _concurrency.log.debug("seawall: cache waker cannot connect: %r", exc)
+                        _concurrency.log.debug("cache waker cannot connect: %r", exc)
                         pubsub = None
                         if self._detach_if_idle(quiet_since):
                             return
@@ -161,7 +161,7 @@ class CacheWaker:
                     message = pubsub.get_message(timeout=POLL)
                 except Exception as exc:
                     raise_if_cancelled()
-                    _concurrency.log.debug("seawall: cache waker connection failed: %r", exc)
+                    _concurrency.log.debug("cache waker connection failed: %r", exc)
                     self._ready.clear()
                     acks = 0
                     self._wake_all()  # messages may be lost meanwhile: everyone looks again

@@ -39,6 +39,8 @@ class CachedFunction(Generic[P, R]):
         key: str | Callable[..., Any] | None,
         condition: Callable[[Any], bool] | None,
         bound_to: Any = None,
+        *,
+        tags: tuple[str, ...] = (),
     ) -> None:
         check_cached_function(function, f"cache {cache.namespace!r}")
         self.cache = cache
@@ -46,6 +48,7 @@ class CachedFunction(Generic[P, R]):
         self._ttl = ttl
         self._condition = condition
         self._keys = CallKeys(function, key)
+        self._tags = [CallKeys(function, tag) for tag in tags]
         self._bound_to = bound_to
         functools.update_wrapper(self, function)
 
@@ -77,9 +80,13 @@ class CachedFunction(Generic[P, R]):
                 self._keys(full, kwargs),
                 functools.partial(self._run, full, kwargs),
                 self._ttl,
+                tags=self._tags_of(full, kwargs),
             )
         except _Uncached as skipped:
             return skipped.value  # type: ignore[no-any-return]
+
+    def _tags_of(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[str] | None:
+        return [tag(args, kwargs) for tag in self._tags] if self._tags else None
 
     def get(self, *args: Any, **kwargs: Any) -> R | None:
         """The cached result of this call, or None; never runs the function."""
@@ -87,7 +94,10 @@ class CachedFunction(Generic[P, R]):
 
     def set(self, value: Any, *args: Any, **kwargs: Any) -> None:
         """Store `value` as the result of this call (every process's L1 drops its copy)."""
-        self.cache.set(self.key(*args, **kwargs), value, self._ttl)
+        full = self._args(args)
+        self.cache.set(
+            self._keys(full, kwargs), value, self._ttl, tags=self._tags_of(full, kwargs)
+        )
 
     def invalidate(self, *args: Any, **kwargs: Any) -> None:
         """Drop the cached result of this call, in Redis and in every process's L1."""
@@ -100,5 +110,7 @@ class CachedFunction(Generic[P, R]):
             value = self._run(full, kwargs)
         except _Uncached as skipped:
             return skipped.value  # type: ignore[no-any-return]
-        self.cache.set(self._keys(full, kwargs), value, self._ttl)
+        self.cache.set(
+            self._keys(full, kwargs), value, self._ttl, tags=self._tags_of(full, kwargs)
+        )
         return value  # type: ignore[no-any-return]

@@ -134,7 +134,7 @@ class Holder:
             return
         hold.lost = True
         lock_metrics.lease_lost(type(self))
-        _concurrency.log.warning("seawall: %s", self._lost_warning(hold))
+        _concurrency.log.warning("%s", self._lost_warning(hold))
         if notify and self._on_lost is not None:
             fire(self._on_lost, self)
 
@@ -323,7 +323,7 @@ class LeaseHolder(Holder):
             if now >= hold.deadline:
                 self._mark_lost(hold)
                 return None
-            _concurrency.log.info("seawall: renewing %s failed, retrying: %r", self._label(), exc)
+            _concurrency.log.info("renewing %s failed, retrying: %r", self._label(), exc)
             return _lease.retry_at(now, hold.ttl, hold.deadline)
         if hold.released:
             return None

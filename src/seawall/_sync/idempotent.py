@@ -225,7 +225,7 @@ class Idempotent:
         except (TypeError, ValueError) as exc:
             encoded = f"{_UNRECORDED}{type(outcome).__qualname__}, {exc}"
             _concurrency.log.warning(
-                "seawall: Idempotent %r: the outcome of %s is not JSON (%s); the run is "
+                "Idempotent %r: the outcome of %s is not JSON (%s); the run is "
                 "recorded as done without it, later deliveries get IdempotentOutcomeError",
                 self.namespace,
                 claim.key,
@@ -263,7 +263,7 @@ class Idempotent:
                     (hold.token, max(int(self.lease * 1000), 1)),
                 )
         except Exception as exc:  # a blip: try again soon, the lease still runs
-            _concurrency.log.warning("seawall: renewing %s failed: %r", hold.key, exc)
+            _concurrency.log.warning("renewing %s failed: %r", hold.key, exc)
             return _lease.retry_at(sent, self.lease, sent + self.lease)
         return _lease.renew_at(sent, self.lease) if renewed else None
 

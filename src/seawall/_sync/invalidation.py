@@ -203,7 +203,7 @@ class Invalidator:
         self._listening.clear()
         self.clear_local()  # moves `generation` on
         if was_listening:
-            _concurrency.log.info("seawall: invalidation listener lost its connection: %s", why)
+            _concurrency.log.info("invalidation listener lost its connection: %s", why)
 
     def _on_message(self, message: dict[str, Any]) -> None:
         if message["type"] != "pmessage":
@@ -253,7 +253,7 @@ class Invalidator:
                         pubsub = self._open()
                     except Exception as exc:
                         raise_if_cancelled()
-                        _concurrency.log.debug("seawall: invalidation cannot connect: %r", exc)
+                        _concurrency.log.debug("invalidation cannot connect: %r", exc)
                         sleep(RECONNECT_BACKOFF)
                         continue
                     if pubsub is None:  # the client is gone
@@ -303,7 +303,7 @@ def _apply(l1: Any, method: Literal["discard", "clear"], *args: str) -> None:
     try:
         getattr(l1, method)(*args)
     except Exception:
-        _concurrency.log.exception("seawall: %s() of L1 %r raised", method, l1)
+        _concurrency.log.exception("%s() of L1 %r raised", method, l1)
 
 
 def _close(pubsub: Any) -> None:

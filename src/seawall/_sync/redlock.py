@@ -296,7 +296,7 @@ class Redlock(Holder):
         try:
             done = self._extend_round(hold, hold.ttl)
         except Exception as exc:  # a bug or odd reply: retry like a failed round
-            _concurrency.log.info("seawall: renewing Redlock %r failed: %r", self.name, exc)
+            _concurrency.log.info("renewing Redlock %r failed: %r", self.name, exc)
             done = None
         if hold.released:
             return None

@@ -155,7 +155,7 @@ class Renewer:
         try:
             due = lock._renew(entry.hold)
         except Exception as exc:  # a bug in one lock must not stop the renewal of the others
-            _concurrency.log.exception("seawall: renewal failed unexpectedly: %r", exc)
+            _concurrency.log.exception("renewal failed unexpectedly: %r", exc)
             due = None
         with self._mutex:
             if not entry.active:

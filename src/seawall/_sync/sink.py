@@ -185,7 +185,7 @@ class OrderSink:
                 saved += self.step(block)
                 delay = RETRY_FIRST
             except self._transient as exc:
-                log.warning("seawall: %r: %r; retrying in %.2f s", self, exc, delay)
+                log.warning("%r: %r; retrying in %.2f s", self, exc, delay)
                 sleep(delay)
                 delay = min(delay * 2, RETRY_CEILING)
         return saved
@@ -381,7 +381,7 @@ class OrderSink:
                 changes.append((_scripts.reply_text(entry_id), change))
             elif fields:
                 log.warning(
-                    "seawall: %r: log entry %s is not a take or cancel (%r); acknowledged "
+                    "%r: log entry %s is not a take or cancel (%r); acknowledged "
                     "without saving",
                     self,
                     _scripts.reply_text(entry_id),
@@ -421,7 +421,7 @@ class OrderSink:
                 self._set_aside(*changes[0], exc)
                 return
             log.warning(
-                "seawall: %r: the database refused a batch of %d orders (%s); saving them one "
+                "%r: the database refused a batch of %d orders (%s); saving them one "
                 "at a time",
                 self,
                 len(changes),
@@ -448,7 +448,7 @@ class OrderSink:
         }
         self._client.hset(self.keys.dead, change.order_id, json.dumps(record))
         log.error(
-            "seawall: %r: order %r (%s of %d units, log entry %s) cannot be saved, the "
+            "%r: order %r (%s of %d units, log entry %s) cannot be saved, the "
             "database refuses it: %s. It is set aside in %s and the log goes on; fix the row "
             "or the table, then reconcile() saves it",
             self,

@@ -283,7 +283,7 @@ class Waker:
                 try:
                     self._pass_on(key)
                 except Exception as exc:  # the lock's queue or the wait slices recover
-                    _concurrency.log.info("seawall: passing a wake-up on failed: %r", exc)
+                    _concurrency.log.info("passing a wake-up on failed: %r", exc)
 
     def _open(self) -> Any:
         client = self._client()
@@ -314,7 +314,7 @@ class Waker:
                         pubsub = self._open()
                     except Exception as exc:
                         raise_if_cancelled()
-                        _concurrency.log.debug("seawall: waker cannot connect: %r", exc)
+                        _concurrency.log.debug("waker cannot connect: %r", exc)
                         if self._detach_if_idle(quiet_since):
                             return
                         sleep(RECONNECT_BACKOFF)
@@ -333,7 +333,7 @@ class Waker:
                     raise_if_cancelled()
                     # Not only ConnectionError: when the user closes the client under us, the
                     # parser can fail with anything. Start over on a fresh connection.
-                    _concurrency.log.debug("seawall: waker connection failed: %r", exc)
+                    _concurrency.log.debug("waker connection failed: %r", exc)
                     self._ready.clear()
                     self._acks = 0
                     self._wake_all()

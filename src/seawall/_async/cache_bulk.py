@@ -1,0 +1,341 @@
+"""Many keys at once for seawall.aio.Cache: get_many, get_or_load_many, set_many.
+
+One MGET reads every key (split per node on Cluster); the missing keys go through the
+same lease election as get_or_load, in one pipelined round trip (one script per key on
+Cluster, where redis-py refuses scripts in pipelines), and the keys this process is
+elected to load reach the loader in one call. Keys another process is loading are waited
+for as get_or_load waits, each one loaded alone only if that load is abandoned.
+"""
+
+from __future__ import annotations
+
+import functools
+import secrets
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import redis.asyncio.cluster
+from redis.exceptions import NoScriptError
+
+from seawall import _concurrency
+from seawall._async.cache_base import _FETCH, _STORE, REDIS_DOWN, ms
+from seawall._async.cache_base import CORRUPT as CORRUPT_VALUE
+from seawall._async.cache_loading import (
+    FRESH,
+    MISS_LOAD,
+    MISS_WAIT,
+    STALE,
+    STALE_REFRESH,
+    WAKE_PAYLOAD_LIMIT,
+    AsyncCacheCore,
+)
+from seawall._cache_codec import ABSENT_PAYLOAD, CACHE_WAKE_PREFIX, cache_keys
+from seawall._concurrency import async_background, async_call_loader
+from seawall._l1 import MISSING
+from seawall.errors import BloomFilterError
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+# Keys per pipeline round trip (and per MGET).
+BATCH = 1000
+
+
+class AsyncCacheBulk(AsyncCacheCore):
+    """get_many, get_or_load_many and set_many of seawall.aio.Cache."""
+
+    if TYPE_CHECKING:  # seawall.aio.Cache's, which waits for a key loaded elsewhere
+
+        async def get_or_load(
+            self,
+            key: Any,
+            loader: Callable[[], Any],
+            ttl: float | None = None,
+            *,
+            tags: Iterable[str] | None = None,
+        ) -> Any: ...
+
+        def _tags(self, tags: Iterable[str] | None) -> tuple[str, ...]: ...
+
+        async def _tag(self, tags: tuple[str, ...], texts: list[str], ttl: float | None) -> None:
+            ...
+
+    async def get_many(self, keys: Iterable[K]) -> dict[K, Any]:
+        """{key: cached value} for the keys that hold one (stale ones too), in one MGET
+        (one per node on Cluster); never loads. Keys cached as absent are left out."""
+        wanted = {key: self._key(key) for key in keys}
+        found: dict[K, Any] = {}
+        rest = []
+        for key, text in wanted.items():
+            value = self.l1.get(text)
+            if value is MISSING:
+                rest.append(key)
+            elif value is not None:
+                self._counters.add("l1_hits")
+                found[key] = value
+        stored = await self._mget([cache_keys(self.namespace, wanted[key]).value for key in rest])
+        for key, raw in zip(rest, stored, strict=True):
+            value = self._value_of(raw, wanted[key])
+            if value is MISSING:
+                self._counters.add("misses")
+            elif value is not None:
+                self._counters.add("l2_hits")
+                found[key] = value
+        return {key: found[key] for key in wanted if key in found}  # in the order asked
+
+    async def get_or_load_many(
+        self,
+        keys: Iterable[K],
+        loader: Callable[[list[K]], Mapping[K, V]],
+        ttl: float | None = None,
+        *,
+        tags: Iterable[str] | None = None,
+    ) -> dict[K, V | None]:
+        """{key: value} for every key; `loader(missing)` gets, in one call, the keys this
+        process was elected to load, and returns {key: value} (a key it leaves out, or
+        maps to None, is cached as absent and answered None).
+
+        As with get_or_load, each key is loaded once for all processes: a key another
+        process is loading is waited for, not loaded again. With `tags`, the keys this
+        process loads are tagged (see delete_tag).
+        """
+        entry_ttl = self._ttl(ttl)
+        marks = self._tags(tags)
+        if not callable(loader):
+            raise TypeError(f"cache {self.namespace!r}: loader must be callable, got {loader!r}")
+        wanted = {key: self._key(key) for key in keys}
+        result: dict[K, Any] = {}
+        rest = []
+        for key, text in wanted.items():
+            value = self.l1.get(text)
+            if value is MISSING:
+                rest.append(key)
+            else:
+                self._counters.add("l1_hits" if value is not None else "absent_hits")
+                result[key] = value
+        if not rest:
+            return result
+        try:
+            await self._elect_and_load(rest, wanted, loader, entry_ttl, result, marks)
+        except REDIS_DOWN:
+            if self.breaker is None:
+                raise
+            for key in rest:  # one at a time, through get_or_load's degraded path
+                if key not in result:
+                    result[key] = await self.get_or_load(
+                        wanted[key], functools.partial(_one, loader, key), ttl, tags=marks
+                    )
+        return {key: result[key] for key in wanted}  # in the order asked
+
+    async def _elect_and_load(
+        self,
+        rest: list[K],
+        wanted: dict[K, str],
+        loader: Callable[[list[K]], Any],
+        ttl: float | None,
+        result: dict[K, Any],
+        marks: tuple[str, ...],
+    ) -> None:
+        epoch = self._fill_epoch()
+        tokens = {key: secrets.token_hex(16) for key in rest}
+        replies = await self._fetch_many([(wanted[key], tokens[key]) for key in rest])
+        elected: list[K] = []
+        waiting: list[K] = []
+        for key, reply in zip(rest, replies, strict=True):
+            status = int(reply[0])
+            if status in (MISS_LOAD, STALE_REFRESH):
+                elected.append(key)  # a stale one elected for refresh is loaded now too
+                self._counters.add("misses")
+            elif status == MISS_WAIT:
+                waiting.append(key)
+            elif status in (FRESH, STALE):
+                value = self._decode(reply[1], wanted[key])
+                if value is CORRUPT_VALUE:
+                    waiting.append(key)  # get_or_load knows how to replace it
+                    continue
+                self._counters.add("l2_hits" if status == FRESH else "stale_served")
+                if status == FRESH:
+                    self._remember(wanted[key], value, int(reply[2]) / 1000, epoch)
+                result[key] = value
+        if self.bloom is not None:
+            admitted = []
+            for key in elected:  # as get_or_load: surely absent keys are not loaded
+                text = wanted[key]
+                if await self._bloom_admits(text):
+                    admitted.append(key)
+                    continue
+                self._counters.add("bloom_rejects")
+                await self._store(cache_keys(self.namespace, text), text, tokens[key], None,
+                                  ABSENT_PAYLOAD, 0.0, ttl, epoch)
+                result[key] = None
+            elected = admitted
+        if elected and marks:
+            await self._tag(marks, [wanted[key] for key in elected], ttl)
+        if elected:
+            await self._load_elected(elected, wanted, tokens, loader, ttl, epoch, result)
+        for key in waiting:
+            result[key] = await self.get_or_load(
+                wanted[key], functools.partial(_one, loader, key), ttl, tags=marks or None
+            )
+
+    async def _load_elected(
+        self,
+        elected: list[K],
+        wanted: dict[K, str],
+        tokens: dict[K, str],
+        loader: Callable[[list[K]], Any],
+        ttl: float | None,
+        epoch: int | None,
+        result: dict[K, Any],
+    ) -> None:
+        started = _concurrency.monotonic()
+        try:
+            loaded = await async_call_loader(functools.partial(loader, list(elected)))
+            if not isinstance(loaded, Mapping):
+                raise TypeError(
+                    f"cache {self.namespace!r}: the loader of get_or_load_many must return "
+                    f"a mapping of keys to values, got {type(loaded).__qualname__}"
+                )
+            encoded = [self._encoded(loaded.get(key), wanted[key]) for key in elected]
+        except BaseException:
+            self._counters.add("load_errors")
+            for key in elected:
+                async_background(
+                    functools.partial(
+                        self._give_back, cache_keys(self.namespace, wanted[key]), tokens[key]
+                    ),
+                    f"giving back the load lease of cache key {wanted[key]!r}",
+                )
+            raise
+        took = _concurrency.monotonic() - started
+        self._counters.add("loads", len(elected))
+        self._counters.load_took(took)
+        for key, (value, payload) in zip(elected, encoded, strict=True):
+            text = wanted[key]
+            result[key] = value
+            try:
+                await self._store(
+                    cache_keys(self.namespace, text), text, tokens[key], value, payload,
+                    took, ttl, epoch,
+                )
+            except REDIS_DOWN:
+                if self.breaker is None:
+                    raise
+
+    async def set_many(
+        self,
+        items: Mapping[Any, Any] | Iterable[tuple[Any, Any]],
+        ttl: float | None = None,
+        *,
+        tags: Iterable[str] | None = None,
+    ) -> int:
+        """set() for many entries: one pipelined round trip per BATCH on one server (one
+        script per key on Cluster). Loads in flight are voided and every process's L1 drops
+        these keys, as with set(). Everything is encoded before anything is written."""
+        entry_ttl = self._ttl(ttl)
+        marks = self._tags(tags)
+        pairs = items.items() if isinstance(items, Mapping) else items
+        prepared = []
+        for key, raw in pairs:
+            text = self._key(key)
+            value, payload = self._encoded(raw, text)
+            prepared.append((text, value, payload))
+        if self.bloom is not None:
+            try:
+                for text, value, _ in prepared:
+                    if value is not None:
+                        await async_call_loader(functools.partial(self.bloom.add, text))
+            except BloomFilterError as exc:
+                self._bloom_failed(exc, "keys are written but not added to it")
+        if marks:
+            await self._tag(marks, [text for text, _, _ in prepared], entry_ttl)
+        for start in range(0, len(prepared), BATCH):
+            await self._set_batch(prepared[start : start + BATCH], entry_ttl)
+        return len(prepared)
+
+    async def _set_batch(self, batch: list[tuple[str, Any, bytes]], ttl: float | None) -> None:
+        epoch = self._fill_epoch()
+        lead = self._lead(0.0)
+        calls: list[tuple[Sequence[str], Sequence[Any]]] = []
+        written = []
+        for text, value, payload in batch:
+            fresh, stale = self._entry_ttls(value, ttl)
+            channel, message = self._invalidation(text)
+            args = ("", payload, ms(fresh + stale), ms(stale) if stale else 0, 0)
+            tail = (CACHE_WAKE_PREFIX, channel, message, WAKE_PAYLOAD_LIMIT, lead)
+            calls.append((cache_keys(self.namespace, text).all, (*args, *tail)))
+            written.append((text, value, fresh))
+        await self._scripts(_STORE, calls)
+        self.l1.replace(written, epoch)  # after the write, as set() does (see L1.replace)
+        for text, _, _ in batch:
+            self._dropped_here(text)
+
+    # --- batched Redis calls ---------------------------------------------------------------
+
+    async def _mget(self, keys: list[str]) -> list[Any]:
+        replies: list[Any] = []
+        for start in range(0, len(keys), BATCH):
+            chunk = keys[start : start + BATCH]
+            call: Callable[[], Any]
+            if isinstance(self._client, redis.asyncio.cluster.RedisCluster):
+                call = functools.partial(self._client.mget_nonatomic, chunk)
+            else:
+                call = functools.partial(self._client.mget, chunk)
+            if self.breaker is None:
+                replies.extend(await call())
+            else:
+                replies.extend(await self._guarded(chunk, call))
+        return replies
+
+    async def _fetch_many(self, pairs: list[tuple[str, str]]) -> list[Any]:
+        calls: list[tuple[Sequence[str], Sequence[Any]]] = [
+            (cache_keys(self.namespace, text).all, (token, ms(self.lease), "", ""))
+            for text, token in pairs
+        ]
+        return list(await self._scripts(_FETCH, calls))
+
+    async def _scripts(self, script: Any, calls: list[tuple[Sequence[str], Sequence[Any]]]) -> Any:
+        """Run `script` once per (keys, args): pipelined on one server, one by one on Cluster."""
+        if isinstance(self._client, redis.asyncio.cluster.RedisCluster) or len(calls) == 1:
+            return [await self._redis(script, keys, args) for keys, args in calls]
+        replies: list[Any] = []
+        for start in range(0, len(calls), BATCH):
+            chunk = calls[start : start + BATCH]
+            try:
+                replies.extend(await self._pipeline(script, chunk))
+            except NoScriptError:  # a restarted server: load once, then the batch again
+                await self._client.script_load(script.source)
+                replies.extend(await self._pipeline(script, chunk))
+        return replies
+
+    async def _pipeline(self, script: Any, calls: list[tuple[Sequence[str], Sequence[Any]]]) -> Any:
+        async def send() -> Any:
+            pipe = self._client.pipeline(transaction=False)
+            for keys, args in calls:
+                pipe.evalsha(script.sha, len(keys), *keys, *args)
+            return await pipe.execute()
+
+        if self.breaker is None:
+            return await send()
+        return await self._guarded(calls[0][0], send)
+
+    def _value_of(self, raw: Any, text: str) -> Any:
+        """A stored value (MISSING if none or undecodable; None if cached as absent)."""
+        if raw is None:
+            return MISSING
+        if isinstance(raw, str):
+            raw = raw.encode()
+        parts = bytes(raw).split(b":", 2)
+        if len(parts) != 3:
+            return MISSING
+        if parts[2] == ABSENT_PAYLOAD:
+            return None
+        value = self._decode(parts[2], text)
+        return MISSING if value is CORRUPT_VALUE else value
+
+
+async def _one(loader: Callable[[list[Any]], Any], key: Any) -> Any:
+    """A one-key loader for get_or_load from a many-key one."""
+    loaded = await async_call_loader(functools.partial(loader, [key]))
+    return loaded.get(key) if isinstance(loaded, Mapping) else None
+

@@ -1,0 +1,176 @@
+"""Groups of entries of seawall.aio.Cache: delete_many, tags (delete_tag) and clear().
+
+A tag is a Redis set of the entry keys written with it, under its own hash tag
+`{cachetag:<namespace>:<tag>}`: on Cluster it lives on one node while its entries are
+spread over all, so tagging is its own call, made before the entry is written. A
+delete_tag that runs between the two finds the key in the set and deletes it, voiding the
+load in flight (a load cannot write back after a delete), so no entry written under a tag
+survives a delete_tag that began after the entry was tagged.
+
+clear() finds the namespace's entries with SCAN on every node (on Cluster, every
+primary): its cost grows with the number of keys on the servers, not O(1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import redis.asyncio.cluster
+
+from seawall import _scripts
+from seawall._async.cache_again import get_sweeper, schedule
+from seawall._async.cache_base import REDIS_DOWN, ms
+from seawall._async.cache_bulk import BATCH, AsyncCacheBulk
+from seawall._cache_codec import cache_keys
+from seawall._concurrency import async_call_loader
+from seawall._keys import PREFIX, tagged
+from seawall._validate import check_seconds
+from seawall.errors import CacheUnavailable
+
+_TAG = _scripts.load("cache_tag")
+
+
+def tag_key(namespace: str, tag: str) -> str:
+    return tagged("cachetag", f"{namespace}:{tag}")
+
+
+def _glob_escape(text: str) -> str:
+    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
+
+
+def entry_text(namespace: str, key: str) -> str | None:
+    """The user's key text of a scanned value key of `namespace` (None: not one of it)."""
+    forms = (
+        (f"{PREFIX}:cache:{{{namespace}:", "}:value"),  # the forms of _keys.tagged
+        (f"{PREFIX}:cache:#{namespace}:", ":value"),
+        (f"{PREFIX}:cache:~{{~}}{namespace}:", ":value"),
+    )
+    for head, tail in forms:
+        if key.startswith(head) and key.endswith(tail):
+            text = key[len(head) : len(key) - len(tail)]
+            if cache_keys(namespace, text).value == key:
+                return text
+    return None
+
+
+class AsyncCacheTags(AsyncCacheBulk):
+    """Tags and clear() of seawall.aio.Cache."""
+
+    def _tags(self, tags: Iterable[str] | None) -> tuple[str, ...]:
+        if tags is None:
+            return ()
+        if isinstance(tags, str):
+            tags = (tags,)
+        checked = tuple(dict.fromkeys(tags))
+        for tag in checked:
+            if not isinstance(tag, str) or not tag:
+                raise TypeError(
+                    f"cache {self.namespace!r}: a tag must be a non-empty str, got {tag!r}"
+                )
+        return checked
+
+    async def _tag(self, tags: tuple[str, ...], texts: list[str], ttl: float | None) -> None:
+        """Add `texts` to each tag's set, living at least as long as any of the entries."""
+        longest = ms(max(self.ttl if ttl is None else ttl, self.absent_ttl) * (1 + self.jitter)
+                     + self.stale_ttl)
+        for tag in tags:
+            for start in range(0, len(texts), BATCH):
+                await self._redis(_TAG, (tag_key(self.namespace, tag),),
+                                  (longest, *texts[start : start + BATCH]))
+
+    def _tagging_loader(
+        self, tags: tuple[str, ...], text: str, loader: Callable[[], Any], ttl: float | None
+    ) -> Callable[[], Any]:
+        """`loader`, tagging the key first: only a process that loads (and then writes)
+        the entry tags it, before the write (see the module's docstring)."""
+        if not tags:
+            return loader
+
+        async def tag_then_load() -> Any:
+            await self._tag(tags, [text], ttl)
+            return await async_call_loader(loader)
+
+        return tag_then_load
+
+    async def delete_many(self, keys: Iterable[Any], *, again_after: float | None = None) -> int:
+        """delete() for many keys: one round trip on one server (one per key on Cluster).
+
+        Every key is checked before anything is deleted; returns how many were given.
+        """
+        texts = list(dict.fromkeys(self._key(key) for key in keys))
+        delay = self._again_after(again_after)
+        if delay is not None:
+            await self._schedule_again(texts, delay)
+        for start in range(0, len(texts), BATCH):
+            await self._drop_everywhere(texts[start : start + BATCH])
+        return len(texts)
+
+    def _again_after(self, again_after: Any) -> float | None:
+        if again_after is None:
+            return None
+        return check_seconds(again_after, f"again_after of cache {self.namespace!r}")
+
+    async def _schedule_again(self, texts: list[str], delay: float) -> None:
+        """Record second deletes in Redis; if Redis cannot take them, this process keeps
+        retrying the whole delete in the background, and the caller is told."""
+        sweeper = get_sweeper(self._client)
+        try:
+            await schedule(self._client, self.namespace, texts, delay)
+        except REDIS_DOWN as exc:
+            sweeper.unrecorded(self.namespace, texts, delay)
+            raise CacheUnavailable(
+                f"cache {self.namespace!r}: could not record the delayed second delete of "
+                f"{len(texts)} key(s) (first: {texts[0]!r}): {exc!r}. Nothing was deleted "
+                "yet; this process retries the delete in the background until Redis answers",
+                key=texts[0],
+            ) from exc
+        sweeper.due_in(self.namespace, delay)
+
+    async def delete_tag(self, tag: str) -> int:
+        """Delete every entry written with `tag` (set(..., tags=), get_or_load(..., tags=),
+        @cached(tags=)), as delete_many() does: in Redis and every process's L1, loads in
+        flight voided. Returns how many keys the tag held."""
+        (name,) = self._tags((tag,))
+        key = tag_key(self.namespace, name)
+        members = await self._client.smembers(key)
+        texts = sorted(_scripts.reply_text(member) for member in members)
+        if texts:
+            await self.delete_many(texts)
+            for start in range(0, len(texts), BATCH):
+                await self._client.srem(key, *texts[start : start + BATCH])
+        return len(texts)
+
+    async def clear(self) -> int:
+        """Delete every entry of this namespace, in Redis and in every process's L1, loads
+        in flight voided: SCAN on every node (see the module's docstring). Returns how many
+        entries were found. Entries written while it runs may survive it."""
+        pattern = f"{PREFIX}:cache:*{_glob_escape(self.namespace)}:*:value"
+        found: list[str] = []
+        total = 0
+        async for raw in self._scan(pattern):
+            text = entry_text(self.namespace, _scripts.reply_text(raw))
+            if text is not None:
+                found.append(text)
+            if len(found) >= BATCH:
+                total += await self.delete_many(found)
+                found.clear()
+        if found:
+            total += await self.delete_many(found)
+        # Every L1 of the namespace starts afresh, copies of keys gone from Redis too.
+        await self._client.publish(*self._invalidation(None))
+        self.l1.clear()
+        listener = self._listener()
+        if listener is not None:
+            listener.clear_local(self.namespace, skip=self.l1)
+        return total
+
+    async def _scan(self, pattern: str) -> Any:
+        client = self._client
+        if isinstance(client, redis.asyncio.cluster.RedisCluster):
+            async for key in client.scan_iter(match=pattern, count=1000, target_nodes="primaries"):
+                yield key
+        else:
+            async for key in client.scan_iter(match=pattern, count=1000):
+                yield key
+

@@ -1,0 +1,97 @@
+"""What the cache and its breaker log: once per outage, never the logger's name again, and
+not a second time what the caller's exception already says."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+from pathlib import Path
+
+import pytest
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+from seawall import _concurrency
+from seawall._breaker import CircuitBreaker
+from seawall._cache_stats import CacheStats
+
+SRC = Path(__file__).resolve().parents[2] / "src" / "seawall"
+
+
+def test_an_outage_is_logged_once_when_it_opens_and_once_when_it_closes(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    now = [0.0]
+    breaker = CircuitBreaker(2, open_for=1.0, call_timeout=0.1, clock=lambda: now[0], name="b1")
+    caplog.set_level(logging.DEBUG, logger="seawall")
+    for _ in range(2):
+        assert breaker.allow()
+        breaker.failure()
+    for _ in range(5):  # probes keep failing: it reopens every open_for, quietly
+        assert not breaker.allow()
+        now[0] += 1.0
+        assert breaker.allow()
+        breaker.failure()
+    now[0] += 1.0
+    assert breaker.allow()
+    breaker.success()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 2, warnings
+    assert warnings[0].startswith("circuit breaker b1 opened after 2 failed call(s)")
+    closed = r"circuit breaker b1 closed: .* open 6\.00 s and turned away 5 call"
+    assert re.match(closed, warnings[1]), warnings
+
+
+def test_a_cleanup_that_cannot_reach_redis_is_debug_other_failures_warn(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="seawall")
+
+    def down() -> None:
+        raise RedisConnectionError("refused")
+
+    def broken() -> None:
+        raise KeyError("bug")
+
+    _concurrency.background(down, "release of lock 'a'")
+    _concurrency.background(broken, "release of lock 'b'")
+    _concurrency.background(down, "a refresh", cleanup=False)
+    _concurrency.spawn(down, "giving back a lease", cleanup=True)
+    _concurrency.spawn(down, "a task")
+    time.sleep(0.2)  # the threads log
+
+    async def cleanup() -> None:
+        _concurrency.async_background(_adown, "x")
+        await asyncio.sleep(0.01)
+
+    asyncio.run(cleanup())
+    levels = [(r.levelname, r.getMessage().split(" failed")[0]) for r in caplog.records]
+    assert sorted(levels) == sorted([  # the threads and the task log in any order
+        ("DEBUG", "release of lock 'a'"),
+        ("WARNING", "release of lock 'b'"),
+        ("WARNING", "a refresh"),
+        ("DEBUG", "giving back a lease"),
+        ("WARNING", "a task"),
+        ("DEBUG", "x"),
+    ])
+
+
+async def _adown() -> None:
+    raise RedisConnectionError("refused")
+
+
+def test_no_message_repeats_the_logger_name() -> None:
+    found = []
+    for path in SRC.rglob("*.py"):
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            if re.search(r"""\blog\w*\.\w+\(\s*f?["']seawall: """, line) or re.match(
+                r"""\s+f?["']seawall: """, line
+            ):
+                found.append(f"{path.relative_to(SRC)}:{number}")
+    assert found == []
+
+
+def test_hit_rate_is_the_share_of_reads_the_loader_never_saw() -> None:
+    assert CacheStats().hit_rate == 0.0
+    assert CacheStats(l1_hits=2, l2_hits=1, misses=1).hit_rate == 0.75
