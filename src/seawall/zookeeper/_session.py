@@ -70,7 +70,7 @@ def delete_eventually(client: Any, path: str, *, pause: float = 0.05) -> None:
         try:
             pending = client.delete_async(path)
         except Exception as exc:  # the client was closed: its session and nodes are gone
-            log.debug("seawall: not deleting %s: %r", path, exc)
+            log.debug("not deleting %s: %r", path, exc)
             return
 
         def done(result: Any) -> None:
@@ -78,7 +78,7 @@ def delete_eventually(client: Any, path: str, *, pause: float = 0.05) -> None:
             if exc is None or isinstance(exc, NoNodeError | SessionExpiredError):
                 return
             if time.monotonic() - started > DELETE_GIVE_UP or not is_open(client):
-                log.warning("seawall: gave up deleting ZooKeeper node %s: %r", path, exc)
+                log.warning("gave up deleting ZooKeeper node %s: %r", path, exc)
                 return
             retry = threading.Timer(delay, attempt, args=(min(delay * 2, 1.0),))
             retry.daemon = True

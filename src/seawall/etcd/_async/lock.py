@@ -310,7 +310,7 @@ class AsyncEtcdLock(AsyncHolder):
             if now >= hold.deadline:
                 self._lose(hold)
                 return None
-            _concurrency.log.info("seawall: renewing %s failed, retrying: %r", self._label(), exc)
+            _concurrency.log.info("renewing %s failed, retrying: %r", self._label(), exc)
             return _lease.retry_at(now, hold.ttl, hold.deadline)
         if hold.released:
             return None

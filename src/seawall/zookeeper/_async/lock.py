@@ -253,7 +253,7 @@ class AsyncZooKeeperLock(AsyncHolder):
             if now >= hold.deadline:
                 self._lose(hold)
                 return None
-            _concurrency.log.info("seawall: checking %s failed, retrying: %r", self._label(), exc)
+            _concurrency.log.info("checking %s failed, retrying: %r", self._label(), exc)
             return _lease.retry_at(now, hold.ttl, hold.deadline)
         if hold.released:
             return None

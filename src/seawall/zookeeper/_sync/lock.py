@@ -254,7 +254,7 @@ class ZooKeeperLock(Holder):
             if now >= hold.deadline:
                 self._lose(hold)
                 return None
-            _concurrency.log.info("seawall: checking %s failed, retrying: %r", self._label(), exc)
+            _concurrency.log.info("checking %s failed, retrying: %r", self._label(), exc)
             return _lease.retry_at(now, hold.ttl, hold.deadline)
         if hold.released:
             return None
