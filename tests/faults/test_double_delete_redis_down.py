@@ -61,13 +61,13 @@ def test_a_delete_redis_could_not_take_is_retried_until_it_can(
         server.pause()
         try:
             with pytest.raises(seawall.CacheUnavailable, match="retries the delete"):
-                await cache("delete", "row", again_after=0.3)
+                await cache("delete", "row", again_after=1.0)
         finally:
             server.resume()
         # The first delete, then the second: both done by this process's retries.
         await until(lambda: not admin.exists(value), 5.0, "the retried first delete")
         admin.set(value, b'0:0:"stale"')  # a lagging reader's fill after the first delete
-        await until(lambda: not admin.exists(value), 0.3 + 2.0, "the retried second delete")
+        await until(lambda: not admin.exists(value), 1.0 + 2.0, "the retried second delete")
         await until(lambda: not admin.exists(schedule_key("dd-down")), 2.0, "schedule emptied")
 
     with caplog.at_level(logging.INFO, logger="seawall"):
@@ -85,10 +85,13 @@ def test_a_second_delete_due_while_redis_is_frozen_runs_once_it_answers(
     async def scenario() -> None:
         cache = Api(server.url, world, "dd-frozen")
         await cache("set", "row", "old")
-        assert await cache("delete", "row", again_after=0.3) is True
+        deleted = time.monotonic()
+        assert await cache("delete", "row", again_after=1.0) is True
         admin.set(value, b'0:0:"stale"')  # a lagging reader's fill after the first delete
         server.pause()
-        await asyncio.sleep(1.2)  # the second delete falls due, and fails, meanwhile
+        # Frozen before the second delete fell due (else this run proves nothing).
+        assert time.monotonic() - deleted < 0.8, "the machine is too slow for this test"
+        await asyncio.sleep(1.5)  # the second delete falls due, and fails, meanwhile
         server.resume()
         took = await until(lambda: not admin.exists(value), 6.0, "the second delete after thaw")
         print(f"second delete done {took:.2f} s after the server answered again")
