@@ -276,7 +276,7 @@ class AsyncLeaseHolder(AsyncHolder):
                 await async_sleep(pause)
                 pause = min(pause * 2, 1.0)
 
-        async_spawn(release, f"{what} of {self._label()}")
+        async_spawn(release, f"{what} of {self._label()}", cleanup=True)
 
     async def _give_back(self, hold: Hold) -> None:
         """Release `hold`, which the caller has just marked released with no await before

@@ -277,7 +277,7 @@ class LeaseHolder(Holder):
                 sleep(pause)
                 pause = min(pause * 2, 1.0)
 
-        spawn(release, f"{what} of {self._label()}")
+        spawn(release, f"{what} of {self._label()}", cleanup=True)
 
     def _give_back(self, hold: Hold) -> None:
         """Release `hold`, which the caller has just marked released with no before
