@@ -46,6 +46,11 @@ RETRY = 0.05
 # timeout of the caller's own.
 CONNECT_TIMEOUT = 15.0
 
+# A waiter that gives up waits this long at most for its queued node's deletion before
+# acquire returns False (the deletion goes on in the background after that): once
+# acquire has returned, locked() and other processes no longer see the abandoned node.
+GIVE_BACK = 0.5
+
 
 def _delete_when_created(pending: Any, client: Any) -> None:
     """Delete the node a create request makes, whenever it completes: the caller gave up
@@ -149,13 +154,29 @@ class AsyncZooKeeperLock(AsyncHolder):
             _delete_when_created(pending, client)
             raise
         if not acquired:
-            _delete_when_created(pending, client)
+            await self._give_back(client, path)
             return False
         ttl = granted_timeout(client, self.session_timeout)
         hold = Hold(path, int(stat.czxid), me, ttl, sent + ttl)
         self._table.add(hold)
         get_renewer().add(self, hold, _lease.renew_at(sent, ttl))
         return True
+
+    async def _give_back(self, client: Any, path: str) -> None:
+        """Delete the queued node `path` of a try that did not get the lock, waiting up to
+        GIVE_BACK for the server: a node deleted only later (as kazoo's callback thread
+        got round to it) showed the lock taken to a locked() right after acquire returned
+        False, and to other processes. A slow or unreachable server is left to
+        delete_eventually."""
+        try:
+            await async_result(client.delete_async(path), _concurrency.monotonic() + GIVE_BACK)
+        except (NoNodeError, SessionExpiredError):
+            return  # gone already, or with the session
+        except (KazooException, TimeoutError):
+            delete_eventually(client, path)
+        except BaseException:
+            delete_eventually(client, path)
+            raise
 
     async def _wait_turn(
         self, client: Any, path: str, blocking: bool, deadline: float | None
@@ -211,6 +232,11 @@ class AsyncZooKeeperLock(AsyncHolder):
             raise self._not_held("release")
         get_renewer().discard(hold)
         client = self._client
+        if hold.lost:
+            # Its node is already being deleted (see _lose); the server need not be
+            # asked, and must not be: a reconnecting session would answer ConnectionLoss
+            # instead of the LockNotOwnedError a lost hold owes its caller.
+            raise self._not_owned(hold, "release")
         try:
             await async_result(client.delete_async(hold.token), None)
         except (NoNodeError, SessionExpiredError):
