@@ -135,24 +135,38 @@ class AsyncZooKeeperLock(AsyncHolder):
             if deadline is None:
                 raise
             return False
-        sent = _concurrency.monotonic()
-        pending = client.create_async(
-            f"{self._parent}/{_core.node_prefix(_core.new_token())}",
-            b"",
-            ephemeral=True,
-            sequence=True,
-            makepath=True,
-            include_data=True,
-        )
-        try:
-            path, stat = await async_result(pending, last_look(deadline))
-            acquired = await self._wait_turn(client, path, blocking, deadline)
-        except TimeoutError:
-            _delete_when_created(pending, client)
-            return False
-        except BaseException:
-            _delete_when_created(pending, client)
-            raise
+        pause = RETRY
+        while True:
+            sent = _concurrency.monotonic()
+            pending = client.create_async(
+                f"{self._parent}/{_core.node_prefix(_core.new_token())}",
+                b"",
+                ephemeral=True,
+                sequence=True,
+                makepath=True,
+                include_data=True,
+            )
+            try:
+                path, stat = await async_result(pending, last_look(deadline))
+                acquired = await self._wait_turn(client, path, blocking, deadline)
+            except SessionExpiredError:
+                # The session expired before the lock was ours (a restart or freeze it
+                # did not survive, seen on a loaded machine): its node, if made, went
+                # with it, and kazoo is opening a new session. Queue again in that one.
+                acquired = None
+            except TimeoutError:
+                _delete_when_created(pending, client)
+                return False
+            except BaseException:
+                _delete_when_created(pending, client)
+                raise
+            if acquired is not None:
+                break
+            remaining = left_until(deadline)
+            if not blocking or (remaining is not None and remaining <= pause):
+                return False
+            await async_sleep(pause)
+            pause = min(pause * 2, 1.0)
         if not acquired:
             await self._give_back(client, path)
             return False
@@ -180,9 +194,10 @@ class AsyncZooKeeperLock(AsyncHolder):
 
     async def _wait_turn(
         self, client: Any, path: str, blocking: bool, deadline: float | None
-    ) -> bool:
+    ) -> bool | None:
         """Wait until `path` is the first node; False when not blocking or past the
-        deadline. LockError if the node vanished (the session expired meanwhile)."""
+        deadline, None if the node vanished (the session expired meanwhile: queue
+        again)."""
         mine = path.rsplit("/", 1)[1]
         pause = RETRY
         while True:
@@ -201,11 +216,7 @@ class AsyncZooKeeperLock(AsyncHolder):
                 continue
             pause = RETRY
             if mine not in children:
-                raise LockError(
-                    f"lock {self.name!r}: this process's ZooKeeper session expired while it "
-                    "waited (its queued node is gone); acquire again",
-                    lock_name=self.name,
-                )
+                return None  # its session expired meanwhile (the node went with it)
             ahead = _core.predecessor(children, mine)
             if ahead is None:
                 return True
