@@ -29,8 +29,8 @@ FORK.set_forkserver_preload(["cplockworkers"])
 # etcd's smallest lease on a default single member is 2 s (it raises shorter ones). A
 # ZooKeeper session could be as short as the test server's 2 ticks (0.4 s), but the
 # holder's session must not expire before the test kills or freezes it, and a 1 s
-# session leaves kazoo a third of a second between pings: too little on a loaded 2-core
-# machine (a SessionExpiredError was seen there). 2 s, like etcd's.
+# session leaves kazoo a third of a second between pings and drops a connection silent
+# for 0.67 s: too thin a margin on a loaded 2-core machine. 2 s, like etcd's.
 SHORT = {"etcd": 2.0, "zookeeper": 2.0}
 
 
