@@ -32,6 +32,14 @@ _sessions: dict[tuple[int, str, float], Any] = {}
 # is only kept if the client is back within its timeout.
 _RECONNECT = {"max_tries": -1, "delay": 0.05, "backoff": 2, "max_delay": 0.5}
 
+# kazoo waits (session timeout / number of hosts) for a server to answer its connect
+# request before trying again. Right after a restart a server may accept the connection
+# and never answer that request; with one host kazoo then waits the whole session
+# timeout, and the session expires before the next try (seen on a loaded machine, with
+# the holds of that session lost). Listing each host this many times makes the wait a
+# third of the session timeout, so two more tries fit in it.
+_HANDSHAKE_SPLIT = 3
+
 
 def session_for(hosts: str, session_timeout: float, connect_timeout: float) -> Any:
     """The started kazoo client of this process for `hosts`; connects on first use
@@ -45,6 +53,7 @@ def session_for(hosts: str, session_timeout: float, connect_timeout: float) -> A
                 timeout=session_timeout,
                 connection_retry=KazooRetry(**_RECONNECT),
             )
+            client.hosts = list(client.hosts) * _HANDSHAKE_SPLIT
             try:
                 client.start(timeout=max(connect_timeout, 0.1))
             except Exception as exc:

@@ -30,6 +30,10 @@ from seawall.etcd._core import EtcdError
 # this long, doubling up to a second.
 RETRY = 0.05
 
+# A waiter that timed out waits this long at most for etcd to delete its queued key
+# before acquire returns False; past it the lease is revoked in the background.
+GIVE_BACK = 0.5
+
 
 def check_endpoint(endpoint: Any) -> str:
     if not isinstance(endpoint, str) or not endpoint.startswith(("http://", "https://")):
@@ -125,10 +129,11 @@ class EtcdLock(Holder):
                 self._revoke_later(lease)
                 raise
             if queued is None:
-                if blocking:  # timed out: etcd may be slow, give back in the background
-                    self._revoke_later(lease)
-                else:
-                    self._withdraw(gateway, lease, granted, lease_until)
+                # Timed out waiting: etcd answers, so take the key back before returning
+                # (bounded: a slow etcd is left to a background revoke), or a locked()
+                # right after acquire returned False would still see the lock taken.
+                bound = _concurrency.monotonic() + GIVE_BACK if blocking else None
+                self._withdraw(gateway, lease, granted, lease_until, bound)
                 return False
             revision, lease_until = queued
             if revision < 0:  # our queued key expired while we waited: queue again
@@ -140,13 +145,19 @@ class EtcdLock(Holder):
             return True
 
     def _withdraw(
-        self, gateway: Gateway, lease: int, granted: int, lease_until: float
+        self,
+        gateway: Gateway,
+        lease: int,
+        granted: int,
+        lease_until: float,
+        deadline: float | None,
     ) -> None:
         """Take back a failed try's queued key and keep its lease for the next try (a
-        try-lock loop then costs one txn and one delete per try, no grant)."""
+        try-lock loop then costs one txn and one delete per try, no grant). Past
+        `deadline` the lease is revoked in the background instead."""
         key = _core.b64(self._prefix + _core.token_of(lease))
         try:
-            gateway.call("/v3/kv/deleterange", {"key": key}, None)
+            gateway.call("/v3/kv/deleterange", {"key": key}, deadline)
         except Exception:
             self._revoke_later(lease)
             return
@@ -264,6 +275,10 @@ class EtcdLock(Holder):
         if hold is None:
             raise self._not_held("release")
         get_renewer().discard(hold)
+        if hold.lost:
+            # Its lease is already being revoked (see _lose): asking etcd could only add
+            # a ConnectionError (etcd restarting) to the LockNotOwnedError owed here.
+            raise self._not_owned(hold, "release")
         gateway = self._get_gateway()
         lease = _core.lease_of(hold.token)
         body = _core.release_body(self._prefix + hold.token, hold.fence)

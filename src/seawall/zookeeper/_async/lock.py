@@ -46,6 +46,11 @@ RETRY = 0.05
 # timeout of the caller's own.
 CONNECT_TIMEOUT = 15.0
 
+# A waiter that gives up waits this long at most for its queued node's deletion before
+# acquire returns False (the deletion goes on in the background after that): once
+# acquire has returned, locked() and other processes no longer see the abandoned node.
+GIVE_BACK = 0.5
+
 
 def _delete_when_created(pending: Any, client: Any) -> None:
     """Delete the node a create request makes, whenever it completes: the caller gave up
@@ -130,26 +135,40 @@ class AsyncZooKeeperLock(AsyncHolder):
             if deadline is None:
                 raise
             return False
-        sent = _concurrency.monotonic()
-        pending = client.create_async(
-            f"{self._parent}/{_core.node_prefix(_core.new_token())}",
-            b"",
-            ephemeral=True,
-            sequence=True,
-            makepath=True,
-            include_data=True,
-        )
-        try:
-            path, stat = await async_result(pending, last_look(deadline))
-            acquired = await self._wait_turn(client, path, blocking, deadline)
-        except TimeoutError:
-            _delete_when_created(pending, client)
-            return False
-        except BaseException:
-            _delete_when_created(pending, client)
-            raise
+        pause = RETRY
+        while True:
+            sent = _concurrency.monotonic()
+            pending = client.create_async(
+                f"{self._parent}/{_core.node_prefix(_core.new_token())}",
+                b"",
+                ephemeral=True,
+                sequence=True,
+                makepath=True,
+                include_data=True,
+            )
+            try:
+                path, stat = await async_result(pending, last_look(deadline))
+                acquired = await self._wait_turn(client, path, blocking, deadline)
+            except SessionExpiredError:
+                # The session expired before the lock was ours (a restart or freeze it
+                # did not survive, seen on a loaded machine): its node, if made, went
+                # with it, and kazoo is opening a new session. Queue again in that one.
+                acquired = None
+            except TimeoutError:
+                _delete_when_created(pending, client)
+                return False
+            except BaseException:
+                _delete_when_created(pending, client)
+                raise
+            if acquired is not None:
+                break
+            remaining = left_until(deadline)
+            if not blocking or (remaining is not None and remaining <= pause):
+                return False
+            await async_sleep(pause)
+            pause = min(pause * 2, 1.0)
         if not acquired:
-            _delete_when_created(pending, client)
+            await self._give_back(client, path)
             return False
         ttl = granted_timeout(client, self.session_timeout)
         hold = Hold(path, int(stat.czxid), me, ttl, sent + ttl)
@@ -157,11 +176,28 @@ class AsyncZooKeeperLock(AsyncHolder):
         get_renewer().add(self, hold, _lease.renew_at(sent, ttl))
         return True
 
+    async def _give_back(self, client: Any, path: str) -> None:
+        """Delete the queued node `path` of a try that did not get the lock, waiting up to
+        GIVE_BACK for the server: a node deleted only later (as kazoo's callback thread
+        got round to it) showed the lock taken to a locked() right after acquire returned
+        False, and to other processes. A slow or unreachable server is left to
+        delete_eventually."""
+        try:
+            await async_result(client.delete_async(path), _concurrency.monotonic() + GIVE_BACK)
+        except (NoNodeError, SessionExpiredError):
+            return  # gone already, or with the session
+        except (KazooException, TimeoutError):
+            delete_eventually(client, path)
+        except BaseException:
+            delete_eventually(client, path)
+            raise
+
     async def _wait_turn(
         self, client: Any, path: str, blocking: bool, deadline: float | None
-    ) -> bool:
+    ) -> bool | None:
         """Wait until `path` is the first node; False when not blocking or past the
-        deadline. LockError if the node vanished (the session expired meanwhile)."""
+        deadline, None if the node vanished (the session expired meanwhile: queue
+        again)."""
         mine = path.rsplit("/", 1)[1]
         pause = RETRY
         while True:
@@ -180,11 +216,7 @@ class AsyncZooKeeperLock(AsyncHolder):
                 continue
             pause = RETRY
             if mine not in children:
-                raise LockError(
-                    f"lock {self.name!r}: this process's ZooKeeper session expired while it "
-                    "waited (its queued node is gone); acquire again",
-                    lock_name=self.name,
-                )
+                return None  # its session expired meanwhile (the node went with it)
             ahead = _core.predecessor(children, mine)
             if ahead is None:
                 return True
@@ -211,6 +243,11 @@ class AsyncZooKeeperLock(AsyncHolder):
             raise self._not_held("release")
         get_renewer().discard(hold)
         client = self._client
+        if hold.lost:
+            # Its node is already being deleted (see _lose); the server need not be
+            # asked, and must not be: a reconnecting session would answer ConnectionLoss
+            # instead of the LockNotOwnedError a lost hold owes its caller.
+            raise self._not_owned(hold, "release")
         try:
             await async_result(client.delete_async(hold.token), None)
         except (NoNodeError, SessionExpiredError):
