@@ -28,14 +28,29 @@ FORKSERVER = multiprocessing.get_context("forkserver")
 FORKSERVER.set_forkserver_preload(["seawall", "seawall.aio", "redis.cluster"])
 
 
+def _start_together(start_at: float | None) -> None:
+    """Wait for the common start (wall clock): pool processes that start one after another
+    would otherwise run their rounds one after another and share nothing."""
+    if start_at is not None:
+        time.sleep(max(0.0, start_at - time.time()))
+
+
 def cycle_permits(
-    url: str, cluster: bool, world: str, name: str, value: int, cycles: int
+    url: str,
+    cluster: bool,
+    world: str,
+    name: str,
+    value: int,
+    cycles: int,
+    start_at: float | None = None,
 ) -> list[tuple[int, int]]:
     """`cycles` acquire/hold/release rounds; returns (entered, left) ns of each hold."""
     if world == "async":
-        return asyncio.run(_cycle_async(url, cluster, name, value, cycles))
+        return asyncio.run(_cycle_async(url, cluster, name, value, cycles, start_at))
     r = sync_client(url, cluster)
     sem = seawall.Semaphore(r, name, value=value, ttl=5.0, timeout=30)
+    r.ping()
+    _start_together(start_at)
     ledger = []
     for _ in range(cycles):
         with sem:
@@ -47,10 +62,12 @@ def cycle_permits(
 
 
 async def _cycle_async(
-    url: str, cluster: bool, name: str, value: int, cycles: int
+    url: str, cluster: bool, name: str, value: int, cycles: int, start_at: float | None
 ) -> list[tuple[int, int]]:
     r = async_client(url, cluster)
     sem = seawall.aio.Semaphore(r, name, value=value, ttl=5.0, timeout=30)
+    await r.ping()
+    _start_together(start_at)
     ledger = []
     for _ in range(cycles):
         async with sem:

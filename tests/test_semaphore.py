@@ -41,9 +41,10 @@ def peak_overlap(intervals: list[tuple[int, int]]) -> int:
 def test_bound_respected_across_processes(target: Target, world: str) -> None:
     value, processes, cycles = 2, 3, 20
     with FORKSERVER.Pool(processes) as pool:
+        start_at = time.time() + 2.0  # all three begin together (see _start_together)
         ledgers = pool.starmap(
             cycle_permits,
-            [(target.url, target.cluster, world, "bound", value, cycles)] * processes,
+            [(target.url, target.cluster, world, "bound", value, cycles, start_at)] * processes,
         )
     intervals = [interval for ledger in ledgers for interval in ledger]
     assert len(intervals) == processes * cycles
