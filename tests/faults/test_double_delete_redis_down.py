@@ -95,9 +95,15 @@ def test_a_second_delete_due_while_redis_is_frozen_runs_once_it_answers(
         server.resume()
         took = await until(lambda: not admin.exists(value), 6.0, "the second delete after thaw")
         print(f"second delete done {took:.2f} s after the server answered again")
+        # Logged just after the delete (which the test saw first) lands.
+        await until(lambda: resumed(caplog), 2.0, "the INFO line saying deletes resume")
 
     with caplog.at_level(logging.INFO, logger="seawall"):
         asyncio.run(scenario())
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert any("second deletes cannot reach Redis" in m and "dd-frozen" in m for m in warnings)
-    assert any("second deletes resume" in r.getMessage() for r in caplog.records)
+    assert resumed(caplog)
+
+
+def resumed(caplog: pytest.LogCaptureFixture) -> bool:
+    return any("second deletes resume" in r.getMessage() for r in caplog.records)
