@@ -146,7 +146,7 @@ def test_reentered_holder_killed_lock_free_within_ttl(target: Target, world: str
 def test_non_owner_cannot_release_or_extend(target: Target, world: str) -> None:
     r = target.sync()
     if world == "sync":
-        lock = seawall.RLock(target.sync(), "rown", ttl=0.3, renew=False)
+        lock = seawall.RLock(target.sync(), "rown", ttl=1.5, renew=False)
         other_process = seawall.RLock(target.sync(), "rown", ttl=10.0)
         lock.acquire()
         lock.acquire()
@@ -170,7 +170,8 @@ def test_non_owner_cannot_release_or_extend(target: Target, world: str) -> None:
             with pytest.raises(seawall.LockNotOwnedError):
                 action()
         # The lease lapses (no renewal); a new holder's lock is safe from the old owner.
-        time.sleep(0.4)
+        # (1.5 s: the checks before must fit in the lease, a cold cluster client included.)
+        time.sleep(1.6)
         assert other_process.acquire(blocking=False)
         with pytest.raises(seawall.LockNotOwnedError, match="lost"):
             lock.release()  # the inner release finds the lease gone
@@ -184,7 +185,7 @@ def test_non_owner_cannot_release_or_extend(target: Target, world: str) -> None:
         return
 
     async def body() -> None:
-        lock = seawall.aio.RLock(target.aio(), "rown", ttl=0.3, renew=False)
+        lock = seawall.aio.RLock(target.aio(), "rown", ttl=1.5, renew=False)
         other_process = seawall.aio.RLock(target.aio(), "rown", ttl=10.0)
         await lock.acquire()
         await lock.acquire()
@@ -206,7 +207,7 @@ def test_non_owner_cannot_release_or_extend(target: Target, world: str) -> None:
         for action in (other_process.release, other_process.extend):
             with pytest.raises(seawall.LockNotOwnedError):
                 await action()
-        await asyncio.sleep(0.4)
+        await asyncio.sleep(1.6)
         assert await other_process.acquire(blocking=False)
         with pytest.raises(seawall.LockNotOwnedError, match="lost"):
             await lock.release()
