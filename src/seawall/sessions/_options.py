@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import math
-import pickle
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from seawall._cache_codec import PickleSerializer  # the cache's: one opt-in pickle
 from seawall.sessions._cookies import CookiePolicy
 
 DEFAULT_PREFIX = "seawall:session"
@@ -30,17 +30,6 @@ class JsonSerializer:
 
     def loads(self, data: bytes) -> Any:
         return json.loads(data)
-
-
-class PickleSerializer:
-    """Only by name (serializer="pickle"): unpickling runs code chosen by whoever wrote
-    the bytes, so anyone able to write to Redis could run code in every web process."""
-
-    def dumps(self, value: Any) -> bytes:
-        return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-
-    def loads(self, data: bytes) -> Any:
-        return pickle.loads(data)
 
 
 def serializer_of(choice: str | Serializer) -> Serializer:
