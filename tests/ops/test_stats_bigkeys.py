@@ -136,7 +136,14 @@ def test_replica_reads_and_watch_refreshes_until_ctrl_c(
         [sys.executable, "-m", "seawall", "stats", url, "--watch", "0.2"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
     )  # fmt: skip
-    time.sleep(1.5)
+    # Ctrl-C only once the command is watching (connected to the server) and has had time
+    # for a few refreshes: a fixed 1.5 s interrupted a start-up slowed by a loaded machine.
+    before = client.info("clients")["connected_clients"]
+    deadline = time.monotonic() + 30
+    while client.info("clients")["connected_clients"] <= before:
+        assert time.monotonic() < deadline, "seawall stats --watch never connected"
+        time.sleep(0.05)
+    time.sleep(1.0)
     watching.send_signal(signal.SIGINT)
     out, err = watching.communicate(timeout=20)
     assert watching.returncode == 0, err
