@@ -137,15 +137,21 @@ class AsyncTurn:
         """Start the process's listener (once) and wait until it is subscribed."""
         await self._waker._start(timeout)
 
-    def rearm(self) -> None:
+    def rearm(self) -> bool:
         """Forget earlier wake-ups; call it just before a try, never after a wait.
 
         A wake-up that arrives during the try then stays set for the next wait, instead of
-        being erased together with one that was already used.
+        being erased together with one that was already used. Returns whether a wake-up
+        was pending: one that came after the last wait ran out is answered by the try that
+        follows, which must count as woken (a lock's release does not wake a process again
+        for a moment after waking it, so that process must look again by itself).
         """
-        signal = self._waiter.signal
-        if signal is not None:
+        with self._waker._mutex:  # a wake-up is set under it: none slips between the two
+            signal = self._waiter.signal
+            if signal is None or not signal.is_set():
+                return False
             signal.clear()
+            return True
 
     async def wait_signal(self, timeout: float) -> bool:
         """Wait for a wake-up since the last `rearm`; False when `timeout` passed first."""

@@ -117,7 +117,12 @@ class Lock(LeaseHolder):
             woken = promoted
             while True:
                 waiter_id = turn.waiter_id
-                turn.rearm()
+                if turn.rearm():
+                    # Woken after the last wait ran out (or while it was ending): this try
+                    # answers that wake-up, and if it fails the release that woke us will
+                    # not wake us again within the throttle: look again after it. (Missed,
+                    # a waiter slept its whole slice once the other processes stopped.)
+                    woken = True
                 # Noted before the try: if it is cancelled in flight, the queue entry it may
                 # have made is still withdrawn when the last local waiter leaves.
                 queued = waiter_id is not None and turn.queueing()
