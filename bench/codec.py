@@ -21,7 +21,7 @@ A figure is the median over passes of the mean time of one encode + decode; code
 turns value by value (order reversed every pass); a ratio is the median of same-pass
 ratios to seawall's default (JSON + orjson).
 
-    PYTHONPATH=src .venv/bin/python bench/codec.py [--quick] [--passes 7] [--json PATH]
+    PYTHONPATH=src .venv/bin/python bench/codec.py [--quick] [--passes 15] [--json PATH]
 """
 
 from __future__ import annotations
@@ -250,12 +250,12 @@ def measure(passes: int, scale: float) -> Table:
 
 
 def _arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--passes", type=int, default=7)
+    parser.add_argument("--passes", type=int, default=15)
 
 
 def main() -> None:
     args = parse_args(__doc__.splitlines()[0], _arguments)
-    passes, scale = (2, 0.25) if args.quick else (args.passes, 1.0)
+    passes, scale = (3, 0.25) if args.quick else (args.passes, 1.0)
     print(f"codec: {machine_note()}; {passes} passes")
     table = measure(passes, scale)
     print()
