@@ -11,9 +11,11 @@ transaction's sentinel row is invalidated (so "lag bounded" is part of it).
 The follower is `seawall follow` in its own process, as deployed. Private servers only.
 
     PYTHONPATH=src .venv/bin/python bench/cdc.py [--source postgresql|mariadb|both] [--quick]
+        [--json PATH]
 
-The MariaDB figures need the cdc-mysql extra; both sources run one after the other in
-one run and are printed side by side.
+The servers are private ones started for the run by seawall.launcher, as the tests start
+theirs (the postgresql and mariadb-server packages; the cdc-postgresql and cdc-mysql
+extras). Both sources run one after the other in one run and are printed side by side.
 """
 
 from __future__ import annotations
@@ -31,6 +33,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import redis
+from _harness import (
+    Column,
+    Goal,
+    Table,
+    format_goals,
+    format_table,
+    machine_note,
+    parse_args,
+    write_json,
+)
 
 import seawall
 from seawall._cache_codec import cache_keys
@@ -38,6 +50,32 @@ from seawall._l1 import MISSING
 
 ROWS = 20_000
 SENTINEL = 0  # its invalidation marks "the follower has everything up to here"
+
+HEADLINE = "p99_ms"
+FIRST = "source"
+COLUMNS = [
+    Column("rate", "lag test: changes/s (1 per tx)", ",.0f"),
+    Column("p50_ms", "lag p50 ms", ".2f"),
+    Column("p99_ms", "lag p99 ms", ".2f"),
+    Column("max_ms", "lag max ms", ".2f"),
+    Column("missing", "lost", ".0f"),
+    Column("paced_follow", "paced: followed/s", ",.0f"),
+    Column("paced_behind_ms", "paced: behind at the end ms", ",.0f"),
+    Column("unpaced_write", "unpaced: written/s (100 per tx)", ",.0f"),
+    Column("unpaced_follow", "unpaced: followed/s", ",.0f"),
+    Column("follower_us", "follower CPU us/change", ".1f"),
+    Column("redis_us", "Redis CPU us/change", ".1f"),
+]
+GOALS = [
+    goal
+    for source in ("postgresql", "mariadb")
+    for goal in (
+        Goal(f"{source}: lag p50 <= 10 ms", source, "p50_ms", "<=", 10.0),
+        Goal(f"{source}: lag p99 <= 50 ms", source, "p99_ms", "<=", 50.0),
+        Goal(f"{source}: nothing lost", source, "missing", "==", 0.0),
+        Goal(f"{source}: paced follow >= 10,000 changes/s", source, "paced_follow", ">=", 1e4),
+    )
+]
 
 
 @dataclass
@@ -213,6 +251,7 @@ def measure_rate(
         "follower_cpu_s": _cpu_seconds(follower_pid) - cpu_follower,
         "redis_cpu_s": _redis_cpu(client) - cpu_redis,
         "elapsed_s": done - start,
+        "changes": changes + 1,
     }
 
 
@@ -240,48 +279,40 @@ def run(kind: str, quick: bool, rate: int, follow_rate: int) -> dict[str, dict[s
     return {"lag": lag, "paced": paced, "unpaced": flow}
 
 
-def report(results: dict[str, dict[str, dict[str, float]]]) -> None:
-    """One column per source, so PostgreSQL and MariaDB read side by side."""
-    kinds = list(results)
-    # (label, measurement, figure, format)
-    rows = [
-        ("lag: row changes/s (1 per tx)", "lag", "rate", "{:,.0f}"),
-        ("lag p50 ms (goal <= 10)", "lag", "p50_ms", "{:.2f}"),
-        ("lag p99 ms (goal <= 50)", "lag", "p99_ms", "{:.2f}"),
-        ("lag max ms", "lag", "max_ms", "{:.2f}"),
-        ("lost", "lag", "missing", "{:.0f}"),
-    ]
-    for title in ("paced", "unpaced"):
-        rows += [
-            (f"{title}: written/s (100 per tx)", title, "write_rate", "{:,.0f}"),
-            (f"{title}: followed/s (goal >= 10,000)", title, "follow_rate", "{:,.0f}"),
-            (f"{title}: lag at the end s", title, "lag_at_end_s", "{:.3f}"),
-            (f"{title}: follower CPU s", title, "follower_cpu_s", "{:.2f}"),
-            (f"{title}: redis CPU s", title, "redis_cpu_s", "{:.2f}"),
-            (f"{title}: over s", title, "elapsed_s", "{:.1f}"),
-        ]
-    width = max(len(row[0]) for row in rows)
-    print("\n" + " " * width + "".join(f"{k:>14}" for k in kinds))
-    for label, section, figure, fmt in rows:
-        cells = "".join(f"{fmt.format(results[k][section][figure]):>14}" for k in kinds)
-        print(label.ljust(width) + cells)
+def figures(result: dict[str, dict[str, float]]) -> dict[str, float]:
+    """One source's row of the table."""
+    lag, paced, unpaced = result["lag"], result["paced"], result["unpaced"]
+    return {
+        **{name: lag[name] for name in ("rate", "p50_ms", "p99_ms", "max_ms", "missing")},
+        "paced_follow": paced["follow_rate"],
+        "paced_behind_ms": paced["lag_at_end_s"] * 1000,
+        "unpaced_write": unpaced["write_rate"],
+        "unpaced_follow": unpaced["follow_rate"],
+        "follower_us": unpaced["follower_cpu_s"] * 1e6 / unpaced["changes"],
+        "redis_us": unpaced["redis_cpu_s"] * 1e6 / unpaced["changes"],
+    }
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    args = parse_args(__doc__.splitlines()[0], _arguments)
+    kinds = ["postgresql", "mariadb"] if args.source == "both" else [args.source]
+    print(f"cdc: {machine_note()}; {'3' if args.quick else '15'} s per measurement")
+    table: Table = {}
+    for kind in kinds:  # one after the other: on 2 cores, at once would measure contention
+        table[kind] = figures(run(kind, args.quick, args.rate, args.follow_rate))
+        print(f"{kind}: done", flush=True)
+    print()
+    print(format_table(COLUMNS, table, first=FIRST))
+    print("\nGoals:\n" + format_goals(GOALS, table))
+    write_json(args.json, "cdc", table, {"rate": args.rate, "follow_rate": args.follow_rate})
+
+
+def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--source", choices=["postgresql", "mariadb", "both"], default="both")
-    parser.add_argument("--quick", action="store_true", help="3 s per measurement (else 15 s)")
     parser.add_argument("--rate", type=int, default=1000, help="row changes/s for the lag test")
     parser.add_argument(
         "--follow-rate", type=int, default=20_000, help="row changes/s of the paced rate test"
     )
-    args = parser.parse_args()
-    kinds = ["postgresql", "mariadb"] if args.source == "both" else [args.source]
-    results: dict[str, dict[str, dict[str, float]]] = {}
-    for kind in kinds:  # one after the other: on 2 cores, at once would measure contention
-        results[kind] = run(kind, args.quick, args.rate, args.follow_rate)
-        print(f"{kind}: done", flush=True)
-    report(results)
 
 
 if __name__ == "__main__":

@@ -52,6 +52,8 @@ COLUMNS = [
     Column("p99", "p99 ms", ".2f"),
     Column("max", "max ms", ".2f"),
 ]
+HEADLINE = "p50"
+FIRST = "backend"
 GOALS = [Goal("etcd hand-over p50 <= 5 ms", "seawall.etcd.Lock", "p50", "<=", 5.0)]
 
 
@@ -178,7 +180,7 @@ def main() -> None:
     with servers() as addresses:
         table = measure(addresses, count, seconds, seed)
     print()
-    print(format_table(COLUMNS, table, first="backend"))
+    print(format_table(COLUMNS, table, first=FIRST))
     print("\nGoals:\n" + format_goals(GOALS, table))
     write_json(args.json, "cp_locks", table, {"count": count, "seconds": seconds, "seed": seed})
 

@@ -163,6 +163,8 @@ async def count_lost(http: httpx.AsyncClient, kind: str, pairs: int) -> float:
 
 KINDS = ["no sessions", "Starlette cookie", "starsessions (Redis)", "seawall.sessions"]
 
+HEADLINE = "read_us"
+FIRST = "contender"
 COLUMNS = [
     _harness.Column("read_us", "read us/req", ",.0f"),
     _harness.Column("read_over", "read overhead us", ",.0f"),
@@ -206,7 +208,7 @@ def main() -> None:
         figures["read_over"] = figures["read_us"] - base["read_us"]
         figures["write_over"] = figures["write_us"] - base["write_us"]
         figures["lost"] = figures["lost"] * 100 / (2 * pairs)
-    print(_harness.format_table(COLUMNS, table, markdown=args.markdown))
+    print(_harness.format_table(COLUMNS, table, first=FIRST, markdown=args.markdown))
     print(f"\n{_harness.machine_note()}; {note}; {n} requests x {rounds} rounds, {pairs} pairs")
     print(_harness.format_goals(GOALS, table))
     _harness.write_json(args.json, "sessions", table, {"requests": n, "rounds": rounds})

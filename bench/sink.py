@@ -9,6 +9,8 @@ them. Contenders:
 - one INSERT per order, by hand: the consumer most people write first (XREADGROUP one
   entry, INSERT ... ON CONFLICT DO NOTHING, COMMIT, XACK), with psycopg directly.
 Contenders take turns in passes (A, B, C, then C, B, A), so a noisy neighbour slows all.
+The database is a private PostgreSQL started for the run (seawall.launcher, as the tests
+start theirs: needs the postgresql package), or the one --database or $DATABASE_URL names.
 
     PYTHONPATH=src .venv/bin/python bench/sink.py [--quick] [--json PATH]
         [--database postgresql+psycopg://postgres@127.0.0.1:5432/test]
@@ -17,10 +19,11 @@ Contenders take turns in passes (A, B, C, then C, B, A), so a noisy neighbour sl
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import redis
@@ -40,7 +43,6 @@ from _harness import (
 import seawall
 from seawall._keys import stock_keys
 
-DEFAULT_DATABASE = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 FILL_PIPELINE = 1000
 
 
@@ -166,9 +168,22 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--passes", type=int, default=3, help="rounds per contender")
     parser.add_argument(
         "--database",
-        default=os.environ.get("DATABASE_URL", DEFAULT_DATABASE),
-        help="SQLAlchemy URL of the PostgreSQL database (default: $DATABASE_URL or %(default)s)",
+        default=os.environ.get("DATABASE_URL"),
+        help="SQLAlchemy URL of a PostgreSQL database (default: $DATABASE_URL, else a private "
+        "server started for the run)",
     )
+
+
+@contextlib.contextmanager
+def database(url: str | None) -> Iterator[str]:
+    """`url`, or that of a private PostgreSQL that lives as long as the block."""
+    if url is not None:
+        yield url
+        return
+    from seawall.launcher._postgres import PostgresProcess
+
+    with PostgresProcess() as server:
+        yield server.url().replace("postgresql://", "postgresql+psycopg://", 1)
 
 
 def main() -> None:
@@ -181,15 +196,15 @@ def main() -> None:
         Contender("seawall.OrderSink (batch 1)", single, _order_sink(1)),
         Contender(BASELINE, single, _one_insert_per_order),
     ]
-    with seawall.server() as url:
+    with seawall.server() as url, database(args.database) as db_url:
         client = redis.Redis.from_url(url)
-        print(f"sink: {machine_note()}; {server_note(client)}; database {args.database}")
+        print(f"sink: {machine_note()}; {server_note(client)}; database {db_url}")
         print(f"{passes} passes x {len(contenders)} contenders\n")
         rounds: dict[str, list[float]] = {c.name: [] for c in contenders}
         for index in range(passes):
             order = contenders if index % 2 == 0 else contenders[::-1]
             for contender in order:
-                rounds[contender.name].append(one_round(client, args.database, contender))
+                rounds[contender.name].append(one_round(client, db_url, contender))
         client.close()
     table: Table = {}
     for contender in contenders:
@@ -207,7 +222,7 @@ def main() -> None:
         metrics["ratio"] = metrics["ops"] / base
     print(format_table(COLUMNS, table, first=FIRST))
     print("\nGoals:\n" + format_goals(GOALS, table))
-    write_json(args.json, "sink", table, {"database": args.database, "passes": passes})
+    write_json(args.json, "sink", table, {"database": args.database or "private", "passes": passes})
 
 
 if __name__ == "__main__":

