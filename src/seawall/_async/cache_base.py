@@ -391,7 +391,8 @@ class AsyncCacheBase:
         slots = self._slots()
         if slots is None:
             return await run_script(self._client, script, keys, args)
-        await self._take(slots, keys)
+        if not slots.take_now():
+            await self._take(slots, keys)
         try:
             return await run_script(self._client, script, keys, args)
         finally:
@@ -412,7 +413,8 @@ class AsyncCacheBase:
             slots = self._slots()
             if slots is None:
                 return await self._client.mget(keys)
-            await self._take(slots, keys)
+            if not slots.take_now():  # a free slot, the usual case: no coroutine
+                await self._take(slots, keys)
             try:
                 return await self._client.mget(keys)
             finally:
@@ -426,7 +428,7 @@ class AsyncCacheBase:
         slots = self._slots()
         # Taken before the breaker is asked and the time limit starts: a wait for a free
         # connection is congestion here, not a sign that Redis is down.
-        if slots is not None:
+        if slots is not None and not slots.take_now():  # a free slot, usually: no coroutine
             await self._take(slots, keys)
         try:
             if not breaker.allow():

@@ -392,7 +392,8 @@ class CacheBase:
         slots = self._slots()
         if slots is None:
             return run_script(self._client, script, keys, args)
-        self._take(slots, keys)
+        if not slots.take_now():
+            self._take(slots, keys)
         try:
             return run_script(self._client, script, keys, args)
         finally:
@@ -413,7 +414,8 @@ class CacheBase:
             slots = self._slots()
             if slots is None:
                 return self._client.mget(keys)
-            self._take(slots, keys)
+            if not slots.take_now():  # a free slot, the usual case: no coroutine
+                self._take(slots, keys)
             try:
                 return self._client.mget(keys)
             finally:
@@ -427,7 +429,7 @@ class CacheBase:
         slots = self._slots()
         # Taken before the breaker is asked and the time limit starts: a wait for a free
         # connection is congestion here, not a sign that Redis is down.
-        if slots is not None:
+        if slots is not None and not slots.take_now():  # a free slot, usually: no coroutine
             self._take(slots, keys)
         try:
             if not breaker.allow():
