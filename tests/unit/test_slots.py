@@ -34,7 +34,7 @@ def test_threads_never_hold_more_slots_than_there_are() -> None:
         thread.start()
     for thread in threads:
         thread.join()
-    assert most == 3
+    assert 1 <= most <= 3  # never more holders than slots
     assert [slots.take_now() for _ in range(4)] == [True, True, True, False]
 
 
