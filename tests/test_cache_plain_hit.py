@@ -82,5 +82,55 @@ def test_delete_removes_every_key_of_an_entry(target: Target) -> None:
     assert cache.get_or_load("k", lambda: "v2") == "v2"
 
 
+def test_plain_hits_on_every_client_kind(target: Target, world: str) -> None:
+    # The plain read is a bare MGET command: each client kind (one server or Cluster, sync
+    # or asyncio) must route it to the entry's node and hand back both keys. Many keys, so
+    # they land on every node of a cluster.
+    r = target.sync()
+    writer = seawall.Cache(r, "kinds", l1_size=0, hot_keys=0)
+    keys = [f"k{i}" for i in range(30)]
+    for key in keys:
+        writer.set(key, {"key": key})
+    writer.set("gone", None)
+    _reset_stats(r, target.cluster)
+    if world == "sync":
+        cache = seawall.Cache(target.sync(), "kinds", l1_size=0, hot_keys=0)
+        answers = [cache.get_or_load(key, _never) for key in [*keys, "gone"]]
+        stats = cache.stats()
+    else:
+
+        async def main() -> tuple[list[Any], Any]:
+            client = target.aio()
+            try:
+                acache = seawall.aio.Cache(client, "kinds", l1_size=0, hot_keys=0)
+                found = [await acache.get_or_load(key, _never) for key in [*keys, "gone"]]
+                return found, acache.stats()
+            finally:
+                await client.aclose()
+
+        answers, stats = asyncio.run(main())
+    assert answers == [{"key": key} for key in keys] + [None]
+    assert (stats.l2_hits, stats.absent_hits, stats.loads, stats.misses) == (30, 1, 0, 0)
+    assert _all_calls(r, target.cluster) == {"mget": 31, "evalsha": 0, "eval": 0}
+
+
+def _reset_stats(r: Any, cluster: bool) -> None:
+    if cluster:
+        r.config_resetstat(target_nodes=r.ALL_NODES)
+    else:
+        r.config_resetstat()
+
+
+def _all_calls(r: Any, cluster: bool) -> dict[str, int]:
+    """Calls of the read commands on every node (primaries and replicas)."""
+    if not cluster:
+        return calls(r)
+    totals = dict.fromkeys(("mget", "evalsha", "eval"), 0)
+    for stats in r.info("commandstats", target_nodes=r.ALL_NODES).values():
+        for name in totals:
+            totals[name] += int(stats.get(f"cmdstat_{name}", {}).get("calls", 0))
+    return totals
+
+
 def _never() -> Any:
     raise AssertionError("a fresh hit must not load")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 from dataclasses import dataclass, fields
 
@@ -47,14 +48,28 @@ NAMES = tuple(f.name for f in fields(CacheStats))
 
 
 class Counters:
+    """Exact counts, shared by threads and tasks, cheap enough for every L1 hit.
+
+    A count of one (an L1 hit, most of them) ticks an itertools.count: `next()` is one C
+    call, atomic under the GIL, about a fifth of the cost of taking a lock, which was the
+    largest part of an L1 hit's time. Larger amounts go to a dict under the mutex. A
+    ticker can only be read by ticking it, so each snapshot ticks every ticker once and
+    subtracts the snapshots taken before it.
+    """
+
     def __init__(self, namespace: str = "") -> None:
         self._mutex = threading.Lock()
         self._counts = dict.fromkeys(NAMES, 0)
+        self._ticks = {name: itertools.count() for name in NAMES}
+        self._snapshots = 0
         self._namespace = (namespace,)
 
     def add(self, name: str, amount: int = 1) -> None:
-        with self._mutex:
-            self._counts[name] += amount
+        if amount == 1:
+            next(self._ticks[name])
+        else:
+            with self._mutex:
+                self._counts[name] += amount
         if SINK.enabled:
             family, labels = CACHE_STAT_METRICS[name]
             SINK.count(family.name, self._namespace + labels, amount)
@@ -65,4 +80,11 @@ class Counters:
 
     def snapshot(self) -> CacheStats:
         with self._mutex:
-            return CacheStats(**self._counts)
+            before = self._snapshots
+            self._snapshots += 1
+            return CacheStats(
+                **{
+                    name: count + next(self._ticks[name]) - before
+                    for name, count in self._counts.items()
+                }
+            )

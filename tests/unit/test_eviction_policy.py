@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 import redis
 
 from seawall import _eviction
@@ -42,6 +44,16 @@ def test_only_the_first_guarded_script_of_a_client_checks() -> None:
     assert _eviction.claim(client, "lock_acquire")
     assert not _eviction.claim(client, "stock_take")
     assert _eviction.claim(redis.Redis(port=1), "fenced_write")
+
+
+def test_a_collected_client_is_forgotten() -> None:
+    # Clients are remembered by id: a new client at a collected one's address is checked.
+    client = redis.Redis(port=1)
+    assert _eviction.claim(client, "lock_acquire")
+    address = id(client)
+    del client
+    gc.collect()
+    assert address not in _eviction._checked
 
 
 def test_describe_names_the_server() -> None:

@@ -61,7 +61,8 @@ def test_zero_units_may_be_put() -> None:
 
 
 @pytest.mark.parametrize(
-    ("order_id", "stored"), [("o-1", "o-1"), (42, "42"), (-5, "-5"), ("é" * 95, "é" * 95)]
+    ("order_id", "stored"),
+    [("o-1", "o-1"), (42, "42"), (-5, "-5"), ("x" * 191, "x" * 191), ("é" * 95, "é" * 95)],
 )
 def test_valid_order_ids(order_id: Any, stored: str) -> None:
     assert _stock.check_order_id(order_id, "s") == stored

@@ -9,19 +9,18 @@ import redis.asyncio.cluster
 
 from seawall import _eviction
 from seawall._concurrency import log
-from seawall._scripts import LuaScript
 from seawall._validate import AsyncClient
 
 
-async def check_eviction_policy(client: AsyncClient, script: LuaScript) -> None:
-    """Warn (once per client and policy) when the server may evict seawall's keys.
+async def check_eviction_policy(client: AsyncClient) -> None:
+    """Warn when the server may evict seawall's keys; called once per client, by the
+    caller that won `_eviction.claim` (run_script asks it before calling, so the common
+    path pays no call).
 
     Never raises: the check is advice, run after a script that succeeded, whose reply
     must reach the caller. A server that refuses CONFIG (a managed service, an ACL user
     without it) is noted once at debug level.
     """
-    if not _eviction.claim(client, script.name):
-        return
     try:
         replies = await _policy_replies(client)
     except Exception as exc:  # advice only: see the docstring

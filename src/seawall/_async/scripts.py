@@ -7,6 +7,7 @@ from typing import Any
 
 from redis.exceptions import NoScriptError
 
+from seawall import _eviction
 from seawall._async.eviction import check_eviction_policy
 from seawall._bounded import async_execute
 from seawall._scripts import LuaScript
@@ -36,5 +37,6 @@ async def run_script(
         )
     # After the script, from a server that has just answered: checked before it, a server
     # frozen from the start would make the caller wait twice, once outside its timeout.
-    await check_eviction_policy(client, script)
+    if _eviction.claim(client, script.name):
+        await check_eviction_policy(client)
     return reply

@@ -166,8 +166,9 @@ class Cache(CacheTags):
         caller waiting on that load in this process; nothing is cached. With `tags`, the
         process that loads the entry tags it (see delete_tag).
         """
-        text = self._key(key)
-        entry_ttl = self._ttl(ttl)
+        # str keys and no ttl, the usual call, skip two method calls: a tenth of an L1 hit.
+        text = key if type(key) is str else self._key(key)
+        entry_ttl = None if ttl is None else self._ttl(ttl)
         if not callable(loader):
             raise TypeError(f"cache {self.namespace!r}: loader must be callable, got {loader!r}")
         if tags is not None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from redis.exceptions import NoScriptError
 
+from seawall import _eviction
 from seawall._sync.eviction import check_eviction_policy
 from seawall._bounded import execute
 from seawall._scripts import LuaScript
@@ -37,5 +38,6 @@ def run_script(
         )
     # After the script, from a server that has just answered: checked before it, a server
     # frozen from the start would make the caller wait twice, once outside its timeout.
-    check_eviction_policy(client, script)
+    if _eviction.claim(client, script.name):
+        check_eviction_policy(client)
     return reply
