@@ -37,8 +37,9 @@ def test_a_hot_key_is_served_from_memory_when_l1_is_off(target: Target) -> None:
     cache.set("cold", "c")
     for _ in range(400):
         assert cache.get_or_load("hot", lambda: "never") == "h"
-    for _ in range(5):
-        assert cache.get_or_load("cold", lambda: "never") == "c"
+    # One read: it can be sampled once at most, never twice (the sampling gaps are random,
+    # so five reads were sampled twice, and made hot, in about 1 run in 14).
+    assert cache.get_or_load("cold", lambda: "never") == "c"
     stats = cache.stats()
     # Hot after two sampled reads (one read in 16 is sampled), then served from memory.
     assert stats.l1_hits >= 250, stats
