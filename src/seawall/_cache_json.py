@@ -33,7 +33,6 @@ import base64
 import datetime
 import json
 import math
-import re
 import uuid
 import zlib
 from typing import Any
@@ -47,26 +46,48 @@ TAGGED = b"~"
 COMPRESSED = b"z"
 TAG = "~"
 
-_LONG_NUMBER = re.compile(rb"[0-9]{19}")
+# orjson reads an integer outside [-2**63, 2**64 - 1] as a float. Such an integer is a run
+# of 20 digits or more, or of 19 after a minus sign: _DIGITS maps every digit to "0" and
+# "-" to itself, everything else to " ", so a bytes search finds such runs (in a number or
+# a str: either way the stdlib reads the payload, exactly).
+_DIGITS = bytes(48 if 48 <= byte <= 57 else byte if byte == 45 else 32 for byte in range(256))
+_LONG_INT = b"0" * 20
+_LONG_NEGATIVE_INT = b"-" + b"0" * 19
 
 # Types written as themselves; everything else needs a tag or is refused.
 _SCALARS = frozenset({str, int, bool, type(None)})
+_finite = math.isfinite
 
 
 def _plain(value: Any) -> bool:
-    """Whether plain JSON holds `value` exactly (so it is written without tags)."""
+    """Whether plain JSON holds `value` exactly (so it is written without tags).
+
+    It visits every item of a large value, so it stays cheap per item: scalars are checked
+    in the loop, only lists and dicts cost a call (twice the speed of a call per item)."""
     kind = type(value)
-    if kind in _SCALARS:
-        return True
-    if kind is float:
-        return math.isfinite(value)
-    if kind is list:
-        return all(_plain(item) for item in value)
     if kind is dict:
         if len(value) == 1 and TAG in value:
             return False
-        return all(type(key) is str and _plain(item) for key, item in value.items())
-    return False
+        for key, item in value.items():
+            if type(key) is not str:
+                return False
+            kind = type(item)
+            if kind in _SCALARS or (kind is float and _finite(item)):
+                continue
+            if (kind is list or kind is dict) and _plain(item):
+                continue
+            return False
+        return True
+    if kind is list:
+        for item in value:
+            kind = type(item)
+            if kind in _SCALARS or (kind is float and _finite(item)):
+                continue
+            if (kind is list or kind is dict) and _plain(item):
+                continue
+            return False
+        return True
+    return kind in _SCALARS or (kind is float and _finite(value))
 
 
 def _tagged(value: Any) -> Any:
@@ -170,10 +191,10 @@ def _dumps(tree: Any) -> bytes:
 
 
 def _loads(data: bytes) -> Any:
-    # orjson reads an integer beyond 64 bits as a float: a payload with a run of 19 or more
-    # digits (maybe such an int, maybe a long str or float) is read by the stdlib instead.
-    if _orjson is not None and _LONG_NUMBER.search(data) is None:
-        return _orjson.loads(data)
+    if _orjson is not None:
+        digits = data.translate(_DIGITS)
+        if _LONG_INT not in digits and _LONG_NEGATIVE_INT not in digits:
+            return _orjson.loads(data)
     return json.loads(data)
 
 
