@@ -7,8 +7,10 @@ Message body (UTF-8): "<sender>:<op>:<key>"
 - sender: the 32 lowercase hex digits of the publishing invalidator's id, so a process can
   tell (and skip) its own messages;
 - op: "d" drop `key` from every local copy of the namespace, "c" drop everything in the
-  namespace (`key` is then empty);
-- key: the cache key, as the cache's L1 stores it; it may contain ":".
+  namespace;
+- key: for "d", the cache key, as the cache's L1 stores it; it may contain ":". For "c",
+  the namespace's new generation in decimal when Cache.clear() moved it on (entries are
+  then named with it: see cache_generation.lua), else empty.
 
 A Lua script publishes the same message as
     redis.call('publish', 'seawall:inval:' .. namespace, sender .. ':d:' .. key)
@@ -39,6 +41,13 @@ def channel(namespace: str) -> str:
 
 def encode(sender: str, op: Literal["d", "c"], key: str = "") -> str:
     return f"{sender}:{op}:{key}"
+
+
+def generation(message: Message) -> int | None:
+    """The generation a clear message announces (None: it only empties the L1s)."""
+    if message.op != CLEAR or not (message.key.isascii() and message.key.isdigit()):
+        return None
+    return int(message.key)
 
 
 def _text(value: bytes | str) -> str:
