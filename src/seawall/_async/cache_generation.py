@@ -121,35 +121,39 @@ class AsyncCacheGenerations(AsyncCacheBase):
         then, announced as a clear is."""
         invalidator = self._invalidator_here()
         highest = invalidator.highest_generation(self.namespace)
-        if generation < highest:
+        if generation >= highest:
+            invalidator.learn_generation(self.namespace, generation, token)
+            return generation
+        restored = await self._new_generation(str(highest))
+        if restored > highest:
             _concurrency.log.warning(
-                "cache %r: its generation key %r holds %d, below generation %d seen "
-                "before (evicted, deleted or lost in a failover); starting a new one, as "
-                "clear() does. Keep it from eviction: see docs/eviction.md",
+                "cache %r: its generation key %r held %d, below generation %d seen "
+                "before (evicted, deleted or lost in a failover); started generation %d "
+                "above both, as clear() does. Keep it from eviction: see docs/eviction.md",
                 self.namespace,
                 generation_key(self.namespace),
                 generation,
                 highest,
+                restored,
             )
-            return await self._new_generation(str(highest))
-        invalidator.learn_generation(self.namespace, generation, token)
-        return generation
+        return restored
 
     async def _new_generation(self, floor: str) -> int:
         """Move the namespace to a new generation (cache_generation.lua: `floor` "" to
-        clear, else restore above it) and empty every L1 of it, here and, by the message
-        the script publishes, in every other process."""
+        clear, else restore above it if the key is below) and empty every L1 of it, here
+        and, by the message the script publishes, in every other process."""
         invalidator = self._invalidator_here()
         token = invalidator.generation_token()
         channel, head = self._invalidation(None)
         key = generation_key(self.namespace)
         reply = await self._command(_GENERATION, (key,), (floor, channel, head))
-        generation = parse_generation(reply)
+        generation = parse_generation(reply[0])
         # Known before the L1s are emptied: a read that finds them emptied (its L1 epoch
         # taken after this) names entries with the new generation.
         invalidator.learn_generation(self.namespace, generation, token)
-        self.l1.clear()
-        invalidator.clear_local(self.namespace, skip=self.l1)
+        if int(reply[1]):
+            self.l1.clear()
+            invalidator.clear_local(self.namespace, skip=self.l1)
         return generation
 
     async def _at_current(

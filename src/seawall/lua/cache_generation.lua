@@ -7,7 +7,8 @@
 -- ARGV[3] head of the message every process's listener gets, "<sender>:c:": the new
 --         generation is appended (a listener then drops its L1 copies of the namespace
 --         and names entries with that generation from then on)
--- returns the generation now current, as a decimal string
+-- returns {generation now current as a decimal string, 1 if this call started it, else 0
+--         (a restore that found the key in place: the caller read a lagging copy)}
 --
 -- Entry keys carry the generation, so a new one names a fresh, empty set of entries: one
 -- INCR clears the whole namespace. The old entries are left to expire by their ttl.
@@ -42,7 +43,7 @@ if ARGV[1] == '' then
   end
 else
   if stored and string.match(stored, '^[1-9]%d*$') and not below(stored, ARGV[1]) then
-    return stored
+    return {stored, 0}
   end
   redis.call('set', KEYS[1], ARGV[1])
   redis.call('incr', KEYS[1])
@@ -54,4 +55,4 @@ else
 end
 redis.call('set', KEYS[1], generation)
 redis.call('publish', ARGV[2], ARGV[3] .. generation)
-return generation
+return {generation, 1}
