@@ -389,3 +389,40 @@ def test_deletes_tags_and_second_deletes_after_a_clear(target: Target, world: st
         assert await do(other.get("g")) == "v10"
 
     play(world, target, scenario)
+
+
+# --- a process whose caches all run without an L1 ---------------------------------------------
+
+
+def test_without_an_l1_a_process_hears_clears_only(target: Target) -> None:
+    """Its listener carries the generations, not every write's discard; an L1 that keeps
+    entries, registered later, has it hear those too before anything is kept."""
+    from seawall import _invalidation_message as fmt
+
+    client = target.sync()
+    off = seawall.Cache(client, "modes", ttl=60, l1_size=0, hot_keys=0)
+    listener = off._invalidator_here()
+    assert listener.wait_listening(10) and listener._subscribed == (fmt.CLEARED_PATTERN,)
+    writer = seawall.Cache(target.sync(), "modes", ttl=60)
+    writer.set("k", 1)
+    writer.clear()
+    asyncio.run(learned(off, generation_in_redis(target, "modes")))
+    time.sleep(0.2)
+    assert listener.received == 1  # the clear; the set's discard never came
+    # An L1 that keeps entries: deaf (nothing kept, no generation trusted) until the
+    # listener has subscribed to the discards as well.
+    kept = seawall.Cache(client, "modes-kept", ttl=60)
+    assert kept.get("x") is None and not listener.listening
+    assert listener.wait_listening(10)
+    assert set(listener._subscribed) == {fmt.CLEARED_PATTERN, fmt.PATTERN}
+    seawall.Cache(target.sync(), "modes-kept", ttl=60).set("x", "v1")
+    deadline = time.monotonic() + 5
+    while kept.l1.get("x") != "v1":  # (a read that overlaps the set's discard keeps nothing)
+        assert time.monotonic() < deadline, "x never reached the new L1"
+        assert kept.get("x") == "v1"
+        time.sleep(0.01)
+    seawall.Cache(target.sync(), "modes-kept", ttl=60).set("x", "v2")
+    deadline = time.monotonic() + 5
+    while kept.get("x") != "v2":  # its L1 copy dropped by the discard
+        assert time.monotonic() < deadline, "the discard never reached the new L1"
+        time.sleep(0.01)

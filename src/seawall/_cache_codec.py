@@ -217,6 +217,7 @@ def cache_keys(namespace: str, key: str, generation: int = 0) -> CacheKeys:
     )
 
 
+@functools.lru_cache(maxsize=1024)
 def generation_key(namespace: str) -> str:
     """The key holding a namespace's generation (absent: 0, never cleared). Its own hash
     tag, so on Cluster it sits on one node whatever its entries' slots."""

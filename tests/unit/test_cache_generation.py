@@ -42,15 +42,21 @@ def test_each_generation_has_its_own_names_in_the_same_slot() -> None:
 
 
 def test_clear_messages_carry_the_new_generation() -> None:
-    channel = fmt.channel("users")
+    cleared = fmt.cleared_channel("users")
+    assert cleared == "seawall:cleared:users" and fmt.CLEARED_PATTERN == "seawall:cleared:*"
     body = fmt.encode(SENDER, fmt.CLEAR, "1718000000000001")
-    message = fmt.decode(channel, body.encode())
+    message = fmt.decode(cleared, body.encode())
     assert message == fmt.Message("users", SENDER, "c", "1718000000000001")
     assert fmt.generation(message) == 1718000000000001
-    # An L1-only clear (warm(), sessions), a discard, and text that is no generation.
+    # On the invalidation channel a clear empties the L1s only (warm()), whatever it says.
+    for key in ("", "1718000000000001"):
+        decoded = fmt.decode(fmt.channel("users"), fmt.encode(SENDER, fmt.CLEAR, key))
+        assert decoded == fmt.Message("users", SENDER, "c", "")
+        assert fmt.generation(decoded) is None
+    # On the clear channel, anything but a clear naming a generation is unreadable (the
+    # listener then clears every L1, as for any message it cannot read).
     for op, key in ((fmt.CLEAR, ""), (fmt.DISCARD, "42"), (fmt.CLEAR, "-1"), (fmt.CLEAR, "١")):
-        decoded = fmt.decode(channel, fmt.encode(SENDER, op, key))
-        assert decoded is not None and fmt.generation(decoded) is None
+        assert fmt.decode(cleared, fmt.encode(SENDER, op, key)) is None
 
 
 def test_generation_replies_are_parsed_whatever_the_client_decodes() -> None:

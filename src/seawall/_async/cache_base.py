@@ -132,8 +132,6 @@ class AsyncCacheBase:
         self.loader_limit = loader_limit
         self._invalidator: tuple[object, AsyncInvalidator] | None = None
         self._slots_cached: tuple[object, AsyncSlots | None] | None = None
-        # Sender id of invalidations published when no listener runs here (L1 off).
-        self._sender = uuid.uuid4().hex
         # How long (ms) our L1 keeps an entry (0: off); a plain hit's lead must cover it.
         self._l1_ms = math.ceil(l1.ttl * 1000) if l1.max_entries else 0
         # The Bloom filter's failure was logged (again only once it has worked meanwhile).
@@ -172,8 +170,9 @@ class AsyncCacheBase:
     def _invalidation(self, key: str | None) -> tuple[str, str]:
         """(channel, message) a write publishes so every process drops `key` from its L1
         (None: everything of this namespace)."""
-        listener = self._listener()
-        sender = self._sender if listener is None else listener.id
+        # The listener runs with the L1 off too (it carries the generation): as its own,
+        # our messages cost it no more than a glance.
+        sender = self._invalidator_here().id
         if key is None:
             body = message_format.encode(sender, message_format.CLEAR)
         else:
@@ -182,9 +181,7 @@ class AsyncCacheBase:
 
     def _dropped_here(self, key: str) -> None:
         """Other L1s of this namespace in this process (our own messages skip them)."""
-        listener = self._listener()
-        if listener is not None:
-            listener.discard_local(self.namespace, key, skip=self.l1)
+        self._invalidator_here().discard_local(self.namespace, key, skip=self.l1)
 
     def _bloom_failed(self, exc: Exception, doing: str) -> None:
         """Log a failing Bloom filter once, not on every miss while it stays broken."""

@@ -306,10 +306,8 @@ class Cache(CacheTags):
         tombstone = ms(self.ttl * (1 + self.jitter) + self.stale_ttl)
         args = ("", CACHE_WAKE_PREFIX, channel, message, stamp, tombstone)
 
-        def calls_at(generation: int, again: bool) -> list[Call]:
+        def calls_at(generation: int) -> list[Call]:
             keys = cache_keys(self.namespace, text, generation)
-            # A second run (after a wrong guess of the generation) finds its own version
-            # stored, which a delete accepts (>=): see cache_void.lua.
             return [(_VOID, (*keys.all, keys.version), args)]
 
         (done,) = self._at_current(calls_at, guarded=False)
@@ -345,9 +343,7 @@ class Cache(CacheTags):
             self._warm_batch(prepared[start : start + WARM_BATCH], self._fill_epoch())
         # One message for the lot: every other L1 of this namespace starts afresh.
         self._client.publish(*self._invalidation(None))
-        listener = self._listener()
-        if listener is not None:
-            listener.clear_local(self.namespace, skip=self.l1)
+        self._invalidator_here().clear_local(self.namespace, skip=self.l1)
         return len(prepared)
 
     def _warm_batch(
@@ -358,7 +354,7 @@ class Cache(CacheTags):
         before it cannot keep the old value here)."""
         lead = self._lead(0.0)
 
-        def calls_at(generation: int, again: bool) -> list[Call]:
+        def calls_at(generation: int) -> list[Call]:
             return [
                 (
                     _STORE,

@@ -272,7 +272,7 @@ class CacheBulk(CacheCore):
             arguments.append((*args, *tail))
             written.append((text, value, fresh))
 
-        def calls_at(generation: int, again: bool) -> list[Call]:
+        def calls_at(generation: int) -> list[Call]:
             return [
                 (_STORE, cache_keys(self.namespace, text, generation).all, args)
                 for text, args in zip(texts, arguments, strict=True)

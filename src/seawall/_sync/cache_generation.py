@@ -13,12 +13,13 @@ A read names entries with the generation this process's listener keeps (see
 invalidation.py), which may lag behind a clear elsewhere for as long as its message takes
 to arrive. A write (set, delete, a second delete, the change-log follower) must not lag:
 a delete that voided only the old generation's lease would let a load that started under
-the new one, from a database read older than the delete, write back. So a write reads the
-generation in the same round trip as it writes (one pipeline on one server: the GET, then
-the scripts for the generation it expects) and writes again under the generation read if
-that differs; on Cluster, where the generation lives on its own node, it reads first.
-Either way the generation it writes under was current after the caller's own database
-write, and any load under a later one started after that.
+the new one, from a database read older than the delete, write back. So on one server
+every write script runs behind a check of the generation it names (cache_at_generation.lua,
+in the same script call: no extra round trip), and a refused one is made again under the
+generation the check returns. On Cluster, where the generation key has a slot of its own,
+a write reads it first (one more round trip). Either way the generation written under was
+current after the caller's own database write, and any load under a later one started
+after that.
 
 A generation key is never trusted to go back. Read below the highest generation this
 process saw, it was lost (evicted, deleted, a failover to a replica without it): a new
@@ -31,13 +32,14 @@ one that did restores it (docs/cache.md, docs/eviction.md).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import redis.cluster
 from redis.exceptions import NoScriptError
 
 from seawall import _concurrency, _scripts
+from seawall import _invalidation_message as message_format
 from seawall._sync.cache_base import _VOID, CacheBase
 from seawall._sync.scripts import run_script
 from seawall._cache_codec import CACHE_WAKE_PREFIX, cache_keys, generation_key, parse_generation
@@ -48,16 +50,30 @@ _GENERATION = _scripts.load("cache_generation")
 Call = tuple[_scripts.LuaScript, Sequence[str], Sequence[Any]]
 
 
-def pipelined(client: Any, reads: Sequence[str], calls: Sequence[Call]) -> list[Any]:
-    """GET each of `reads`, then run `calls`, in one pipelined round trip (one server
-    only: redis-py refuses scripts in Cluster pipelines). After a NOSCRIPT (a restarted or
-    flushed server) the scripts are loaded and the whole lot sent again: every cache
-    script may run twice."""
+def checked(call: Call, namespace: str, generation: int) -> Call:
+    """`call` (cache_store or cache_void, on entry keys of `generation`) behind the check
+    that the namespace is at that generation (one server only: see the module's docstring)."""
+    script, keys, args = call
+    return (
+        _scripts.with_prelude("cache_at_generation", script),
+        (*keys, generation_key(namespace)),
+        (*args, str(generation)),
+    )
+
+
+def refused(reply: Any) -> int | None:
+    """The generation the namespace is at, if a checked call was refused for naming
+    another one (None: it ran)."""
+    return parse_generation(reply[0]) if isinstance(reply, list) else None
+
+
+def pipelined(client: Any, calls: Sequence[Call]) -> list[Any]:
+    """Run `calls` in one pipelined round trip (one server only: redis-py refuses scripts
+    in Cluster pipelines). After a NOSCRIPT (a restarted or flushed server) the scripts
+    are loaded and the whole lot sent again: every cache script may run twice."""
 
     def send() -> list[Any]:
         pipe = client.pipeline(transaction=False)
-        for key in reads:
-            pipe.get(key)
         for script, keys, args in calls:
             pipe.evalsha(script.sha, len(keys), *keys, *args)
         return list(pipe.execute())
@@ -82,34 +98,35 @@ def void_entries(
     read of the generations, then one script per entry. The first error is raised: the
     caller retries the lot (deleting twice is harmless). What the change-log follower
     runs, so it deletes as Cache.delete_many does."""
-    if not entries:
-        return
+
+    def call(entry: tuple[str, str, str, str], generation: int) -> Call:
+        name, text, channel, message = entry
+        args = ("", CACHE_WAKE_PREFIX, channel, message)
+        return (_VOID, cache_keys(name, text, generation).all, args)
+
     names = list(dict.fromkeys(entry[0] for entry in entries))
-    reads = [generation_key(name) for name in names]
-
-    def calls_at(at: Mapping[str, int]) -> list[Call]:
-        return [
-            (
-                _VOID,
-                cache_keys(name, text, at.get(name, 0)).all,
-                ("", CACHE_WAKE_PREFIX, channel, message),
-            )
-            for name, text, channel, message in entries
-        ]
-
     if isinstance(client, redis.cluster.RedisCluster):
-        found = client.mget_nonatomic(reads)
-        current = {name: parse_generation(reply) for name, reply in zip(names, found, strict=True)}
-        for script, keys, args in calls_at(current):
-            run_script(client, script, keys, args)
-    else:
-        guess = {name: generations.get(name, 0) for name in names}
-        replies = pipelined(client, reads, calls_at(guess))
-        found = replies[: len(names)]
-        current = {name: parse_generation(reply) for name, reply in zip(names, found, strict=True)}
-        if current != guess:
-            pipelined(client, (), calls_at(current))
-    generations.update(current)
+        found = client.mget_nonatomic([generation_key(name) for name in names])
+        generations.update(
+            (name, parse_generation(reply)) for name, reply in zip(names, found, strict=True)
+        )
+        for entry in entries:
+            run_script(client, *call(entry, generations[entry[0]]))
+        return
+    pending = list(entries)
+    while pending:
+        calls = []
+        for entry in pending:
+            generation = generations.get(entry[0], 0)
+            calls.append(checked(call(entry, generation), entry[0], generation))
+        replies = pipelined(client, calls)
+        again = []
+        for entry, reply in zip(pending, replies, strict=True):
+            current = refused(reply)
+            if current is not None:
+                generations[entry[0]] = current
+                again.append(entry)
+        pending = again
 
 
 class CacheGenerations(CacheBase):
@@ -145,7 +162,8 @@ class CacheGenerations(CacheBase):
         and, by the message the script publishes, in every other process."""
         invalidator = self._invalidator_here()
         token = invalidator.generation_token()
-        channel, head = self._invalidation(None)
+        channel = message_format.cleared_channel(self.namespace)
+        head = message_format.encode(invalidator.id, message_format.CLEAR)
         key = generation_key(self.namespace)
         reply = self._command(_GENERATION, (key,), (floor, channel, head))
         generation = parse_generation(reply[0])
@@ -158,32 +176,47 @@ class CacheGenerations(CacheBase):
         return generation
 
     def _at_current(
-        self, calls_at: Callable[[int, bool], list[Call]], *, guarded: bool
+        self, calls_at: Callable[[int], list[Call]], *, guarded: bool
     ) -> list[Any]:
-        """The replies of the calls `calls_at(generation, again)` makes for the
-        namespace's generation as Redis holds it now (see the module's docstring);
-        `again` is True when they are made a second time, the first guess having been
-        wrong. Held to a connection slot, and to the breaker if `guarded`."""
-        invalidator = self._invalidator_here()
+        """The replies of the calls `calls_at(generation)` makes for the namespace's
+        generation as Redis holds it when they run (see the module's docstring). Held to
+        a connection slot, and to the breaker if `guarded`."""
         if isinstance(self._client, redis.cluster.RedisCluster):
             generation = self._generation_read(guarded=guarded)
             run = self._redis if guarded else self._command
-            return [run(*call) for call in calls_at(generation, False)]
+            return [run(*call) for call in calls_at(generation)]
+        invalidator = self._invalidator_here()
         token = invalidator.generation_token()
-        guess = invalidator.known_generation(self.namespace)
-        if guess is None:
-            guess = invalidator.highest_generation(self.namespace)
-        key = generation_key(self.namespace)
-        calls = calls_at(guess, False)
-        send = functools.partial(pipelined, self._client, (key,), calls)
-        replies: list[Any] = self._held((*calls[0][1], key), send, guarded)
-        generation = self._generation_seen(parse_generation(replies[0]), token)
-        if generation == guess:
-            return replies[1:]
-        calls = calls_at(generation, True)
-        send = functools.partial(pipelined, self._client, (), calls)
-        replies = self._held(calls[0][1], send, guarded)
-        return replies
+        known = invalidator.known_generation(self.namespace)
+        generation = invalidator.highest_generation(self.namespace) if known is None else known
+        made = calls_at(generation)
+        replies: list[Any] = [None] * len(made)
+        pending = list(range(len(made)))
+        while True:
+            calls = [checked(made[i], self.namespace, generation) for i in pending]
+            if len(calls) == 1:
+                run = self._redis if guarded else self._command
+                got = [run(*calls[0])]
+            else:
+                send = functools.partial(pipelined, self._client, calls)
+                got = self._held(calls[0][1], send, guarded)
+            current = None
+            again = []
+            for i, reply in zip(pending, got, strict=True):
+                found = refused(reply)
+                if found is None:
+                    replies[i] = reply
+                else:
+                    current = max(current or 0, found)
+                    again.append(i)
+            if current is None:
+                if known is None:  # confirmed by the scripts, after `token` was taken
+                    invalidator.learn_generation(self.namespace, generation, token)
+                return replies
+            # A clear came that our listener has not told us of yet (or the key was
+            # lost): name entries with the generation Redis holds, and write again.
+            generation = self._generation_seen(current, token)
+            made, pending = calls_at(generation), again
 
     def _drop_everywhere(self, texts: list[str]) -> None:
         """Delete entries from Redis, under the namespace's current generation, and from
@@ -194,7 +227,7 @@ class CacheGenerations(CacheBase):
             self.l1.discard(text)
         messages = [self._invalidation(text) for text in texts]
 
-        def calls_at(generation: int, again: bool) -> list[Call]:
+        def calls_at(generation: int) -> list[Call]:
             return [
                 (
                     _VOID,

@@ -394,12 +394,11 @@ class CacheCore(CacheGenerations):
             written = self._redis(_STORE, keys.all, args)
         else:
 
-            def calls_at(generation: int, again: bool) -> list[Call]:
+            def calls_at(generation: int) -> list[Call]:
                 entry = cache_keys(self.namespace, key, generation)
                 if version is None:
                     return [(_STORE, entry.all, args)]
-                flag = "1" if again else ""  # see ARGV[12] of cache_store.lua
-                return [(_STORE, (*entry.all, entry.version), [*args, version, flag])]
+                return [(_STORE, (*entry.all, entry.version), [*args, version])]
 
             (written,) = self._at_current(calls_at, guarded=True)
         if int(written) and not token:

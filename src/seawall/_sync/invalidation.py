@@ -19,7 +19,11 @@ The listener also carries each namespace's generation (see Cache.clear()): a cle
 message names the new one, and a generation read from Redis is kept for as long as the
 subscription it was read under lasts. `known_generation` answers only while subscribed,
 and forgets everything whenever messages may have been missed (as the L1s are cleared), so
-a generation it gives is the one Redis holds, but for messages still on their way.
+a generation it gives is the one Redis holds, but for messages still on their way. A
+cache with its L1 off registers an L1 of size 0, for the generations only: while every
+registered L1 is such, the listener subscribes to clears alone, not to every write's
+discard, and subscribes to those too (a new connection) once an L1 that keeps entries
+is registered.
 
 L1s are held weakly; the listener stops once none is left.
 """
@@ -96,6 +100,8 @@ class Invalidator:
         self._session = 0
         self._generations: dict[str, int] = {}  # namespace -> generation, this session
         self._highest: dict[str, int] = {}  # namespace -> highest generation ever seen here
+        self._discards_wanted = False  # an L1 that keeps entries was registered
+        self._subscribed: tuple[str, ...] = ()  # the patterns of the current connection
 
     def __repr__(self) -> str:
         state = "listening" if self.listening else "not listening"
@@ -117,6 +123,10 @@ class Invalidator:
         with self._mutex:
             l1s = self._l1s.setdefault(namespace, {})
             l1s[id(l1)] = weakref.ref(l1, self._forget(namespace, id(l1)))
+            if getattr(l1, "max_entries", None) != 0 and not self._discards_wanted:
+                self._discards_wanted = True
+                if not self._hears_all(self._subscribed):
+                    self._deaf()  # until subscribed to the discards as well (see _run)
             if self._worker is None or not self._worker.alive():
                 self._deaf()
                 self._worker = Worker(self._run, "seawall-invalidation")
@@ -210,6 +220,15 @@ class Invalidator:
             self._session += 1
             self._generations.clear()
 
+    def _patterns(self) -> tuple[str, ...]:
+        if self._discards_wanted:
+            return (message_format.CLEARED_PATTERN, message_format.PATTERN)
+        return (message_format.CLEARED_PATTERN,)
+
+    def _hears_all(self, patterns: tuple[str, ...]) -> bool:
+        """Whether a connection subscribed to `patterns` hears all that is wanted now."""
+        return not self._discards_wanted or message_format.PATTERN in patterns
+
     def _deaf(self) -> None:
         """Not listening from now on (called holding the mutex): no generation is known."""
         self._listening.clear()
@@ -302,7 +321,9 @@ class Invalidator:
         if initialize is not None:
             initialize()
         pubsub = open_pubsub(client)
-        pubsub.psubscribe(message_format.PATTERN)
+        with self._mutex:
+            self._subscribed = self._patterns()
+        pubsub.psubscribe(*self._subscribed)
         return pubsub
 
     def _run(self) -> None:
@@ -313,6 +334,11 @@ class Invalidator:
             while True:
                 if self._idle():
                     return
+                if pubsub is not None and not self._hears_all(self._subscribed):
+                    # An L1 that keeps entries came: hear every write's discard too, from
+                    # a connection subscribed to both (the listener is deaf meanwhile).
+                    _close(pubsub)
+                    pubsub = None
                 if pubsub is None:
                     try:
                         pubsub = self._open()
@@ -351,13 +377,17 @@ class Invalidator:
                 ping_sent = 0.0
                 if message["type"] == "psubscribe":
                     acks += 1
-                    if acks > 1:
+                    patterns = len(self._subscribed)
+                    if acks > patterns and acks % patterns == 1 % patterns:
                         # redis-py reconnected and subscribed again by itself: what was
                         # published in between is lost.
                         self._lost("the connection was re-established")
-                    else:
+                    elif acks == patterns:
                         self._new_session()
-                    self._listening.set()
+                    if acks % patterns == 0:
+                        with self._mutex:
+                            if self._hears_all(self._subscribed):
+                                self._listening.set()
                 else:
                     self._on_message(message)
         finally:

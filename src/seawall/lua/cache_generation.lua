@@ -3,7 +3,7 @@
 -- ARGV[1] "" to clear; else the highest generation the caller has seen (decimal): restore
 --         it if the stored one is below (the key was lost, or a failover took it back),
 --         else change nothing
--- ARGV[2] invalidation channel of the namespace
+-- ARGV[2] the namespace's clear channel ("seawall:cleared:<namespace>")
 -- ARGV[3] head of the message every process's listener gets, "<sender>:c:": the new
 --         generation is appended (a listener then drops its L1 copies of the namespace
 --         and names entries with that generation from then on)

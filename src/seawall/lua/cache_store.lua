@@ -14,9 +14,6 @@
 -- ARGV[9] largest payload (bytes) a wake-up carries; a larger one is read by the waiters
 -- ARGV[10] lead (ms): the hit marker expires this long before the value turns stale
 -- ARGV[11] (with KEYS[5]) the write's version, a decimal integer
--- ARGV[12] (with KEYS[5]) "1": this very set stored its version a moment ago under the
---          namespace's previous generation (a clear() came in between), so that version
---          being the stored one does not stop it writing the entry under this generation
 -- returns 1 written (now, or by an earlier run of this call), 0 not written: the lease was
 --         voided (a delete or set came after the load started) or ran out and was taken by
 --         another loader; or, with a version, the stored version is not older
@@ -43,8 +40,7 @@ if KEYS[5] then
   local stored = redis.call('get', KEYS[5])
   if stored then
     local newer = #ARGV[11] > #stored or (#ARGV[11] == #stored and ARGV[11] > stored)
-    local again = stored == ARGV[11] and ARGV[12] == '1'
-    if not newer and not again then
+    if not newer then
       if stored == ARGV[11] and redis.call('get', KEYS[1]) == entry then
         return 1
       end
