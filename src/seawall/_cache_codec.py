@@ -178,10 +178,32 @@ class CacheKeys:
     read: tuple[str, str]  # what a fresh hit reads with one MGET: value, hit marker
 
 
+_CACHE_HEAD = f"{PREFIX}:cache:"
+_DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+def _base36(number: int) -> str:
+    text = ""
+    while number:
+        number, digit = divmod(number, 36)
+        text = _DIGITS[digit] + text
+    return text
+
+
 @functools.lru_cache(maxsize=4096)  # hot keys are asked for again and again
-def cache_keys(namespace: str, key: str) -> CacheKeys:
-    """Keys of one cache entry; they share one hash tag, so the scripts run on Cluster."""
+def cache_keys(namespace: str, key: str, generation: int = 0) -> CacheKeys:
+    """Keys of one cache entry; they share one hash tag, so the scripts run on Cluster.
+
+    Generation 0 (a namespace never cleared) has the names "seawall:cache:<form>:<suffix>"
+    (see _keys.tagged). A later generation G has "seawall:cache:@<G in base 36>/<form>:..."
+    instead: "@" never starts a generation-0 form, so names never collide, and the hash tag
+    is the same, so an entry keeps its slot. The version (or tombstone) of a key is not
+    per generation: clear() forgets values, not which version a key last had.
+    """
     base = tagged("cache", f"{namespace}:{key}")
+    version = f"{base}:version"
+    if generation:
+        base = f"{_CACHE_HEAD}@{_base36(generation)}/{base[len(_CACHE_HEAD) :]}"
     value, lease, waiters = f"{base}:value", f"{base}:lease", f"{base}:waiters"
     hit = f"{base}:hit"
     return CacheKeys(
@@ -189,7 +211,22 @@ def cache_keys(namespace: str, key: str) -> CacheKeys:
         lease=lease,
         waiters=waiters,
         hit=hit,
-        version=f"{base}:version",
+        version=version,
         all=(value, lease, waiters, hit),
         read=(value, hit),
     )
+
+
+@functools.lru_cache(maxsize=1024)
+def generation_key(namespace: str) -> str:
+    """The key holding a namespace's generation (absent: 0, never cleared). Its own hash
+    tag, so on Cluster it sits on one node whatever its entries' slots."""
+    return tagged("cachegen", namespace)
+
+
+def parse_generation(reply: Any) -> int:
+    """A generation as Redis replied it (None: the key is absent, generation 0)."""
+    if reply is None:
+        return 0
+    text = reply.decode() if isinstance(reply, bytes) else str(reply)
+    return int(text) if text.isascii() and text.isdigit() else 0

@@ -26,3 +26,13 @@ def load(name: str) -> LuaScript:
     """The script `seawall/lua/<name>.lua`. Caching the text is safe: it never changes."""
     source = resources.files("seawall").joinpath("lua", f"{name}.lua").read_text("utf-8")
     return LuaScript(name, source, hashlib.sha1(source.encode()).hexdigest())
+
+
+@functools.cache
+def with_prelude(prelude_name: str, script: LuaScript) -> LuaScript:
+    """`script` run after `seawall/lua/<prelude_name>.lua`, as one script: the prelude
+    may return early, or take its own KEYS and ARGV off the ends and fall through."""
+    prelude = load(prelude_name)
+    source = f"{prelude.source}\n{script.source}"
+    name = f"{script.name}+{prelude.name}"
+    return LuaScript(name, source, hashlib.sha1(source.encode()).hexdigest())

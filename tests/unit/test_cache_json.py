@@ -127,16 +127,6 @@ class _Zone(datetime.tzinfo):
         return "+01"
 
 
-def test_clear_recognises_the_entries_of_its_namespace_only() -> None:
-    from seawall._async.cache_tags import entry_text
-    from seawall._cache_codec import cache_keys
-
-    for namespace, key in [("n", "k"), ("n", "{user1}:k"), ("}odd", "k"), ("a*b", "x:y}")]:
-        assert entry_text(namespace, cache_keys(namespace, key).value) == key
-        assert entry_text(namespace + "2", cache_keys(namespace, key).value) is None
-        assert entry_text(namespace, cache_keys(namespace, key).lease) is None
-
-
 # Payloads written by seawall before the codec's checks were sped up (commit da856e8), the
 # same with and without orjson: still read as these values, and written byte for byte again.
 EARLIER_PAYLOADS: list[tuple[Any, bytes]] = [

@@ -6,13 +6,10 @@ import functools
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
-import redis.asyncio.cluster
-from redis.exceptions import NoScriptError
-
 from seawall._async.cache_base import _FETCH, _STORE, _VOID, CORRUPT, REDIS_DOWN, ms
+from seawall._async.cache_generation import Call
 from seawall._async.cache_tags import AsyncCacheTags
 from seawall._async.cached_function import AsyncCachedFunction, P
-from seawall._async.scripts import run_script
 from seawall._breaker import CircuitBreaker, RateLimiter
 from seawall._cache_codec import (
     CACHE_WAKE_PREFIX,
@@ -221,8 +218,9 @@ class AsyncCache(AsyncCacheTags):
         found = await self._hit(text)
         if found is not MISSING:
             return default if found is None else found
-        epoch = self._fill_epoch()
-        reply = await self._command(_FETCH, cache_keys(self.namespace, text).all, ("", 0, "", ""))
+        epoch = self._fill_epoch()  # before the generation: see _new_generation
+        keys = self._known_keys(text) or await self._read_keys(text)
+        reply = await self._command(_FETCH, keys.all, ("", 0, "", ""))
         if int(reply[0]) == 5:
             self._counters.add("misses")
             return default
@@ -272,11 +270,10 @@ class AsyncCache(AsyncCacheTags):
             except BloomFilterError as exc:  # lost or damaged: checks let every key load
                 self._bloom_failed(exc, f"key {text!r} is written but not added to it")
         epoch = self._fill_epoch()
-        keys = cache_keys(self.namespace, text)
         # Our L1 takes the value after the write (L1.replace): a read of this process
         # that began before it cannot store the old value afterwards.
         stored = await self._store(
-            keys, text, "", value, payload, 0.0, entry_ttl, epoch, version=stamp
+            None, text, "", value, payload, 0.0, entry_ttl, epoch, version=stamp
         )
         self._dropped_here(text)
         return stored
@@ -306,13 +303,14 @@ class AsyncCache(AsyncCacheTags):
             return True
         self.l1.discard(text)
         channel, message = self._invalidation(text)
-        keys = cache_keys(self.namespace, text)
         tombstone = ms(self.ttl * (1 + self.jitter) + self.stale_ttl)
-        done = await self._command(
-            _VOID,
-            (*keys.all, keys.version),
-            ("", CACHE_WAKE_PREFIX, channel, message, stamp, tombstone),
-        )
+        args = ("", CACHE_WAKE_PREFIX, channel, message, stamp, tombstone)
+
+        def calls_at(generation: int) -> list[Call]:
+            keys = cache_keys(self.namespace, text, generation)
+            return [(_VOID, (*keys.all, keys.version), args)]
+
+        (done,) = await self._at_current(calls_at, guarded=False)
         self.l1.discard(text)
         self._dropped_here(text)
         return int(done) == 1
@@ -341,56 +339,43 @@ class AsyncCache(AsyncCacheTags):
             value, payload = self._encoded(value, text)
             fresh, stale = self._entry_ttls(value, entry_ttl)
             prepared.append((text, value, payload, fresh, stale))
-        if not isinstance(self._client, redis.asyncio.cluster.RedisCluster):
-            await self._client.script_load(_STORE.source)
         for start in range(0, len(prepared), WARM_BATCH):
-            batch = prepared[start : start + WARM_BATCH]
-            try:
-                await self._warm_batch(batch, self._fill_epoch())
-            except NoScriptError:  # a node restarted or failed over meanwhile
-                await self._client.script_load(_STORE.source)
-                await self._warm_batch(batch, self._fill_epoch())
+            await self._warm_batch(prepared[start : start + WARM_BATCH], self._fill_epoch())
         # One message for the lot: every other L1 of this namespace starts afresh.
         await self._client.publish(*self._invalidation(None))
-        listener = self._listener()
-        if listener is not None:
-            listener.clear_local(self.namespace, skip=self.l1)
+        self._invalidator_here().clear_local(self.namespace, skip=self.l1)
         return len(prepared)
 
     async def _warm_batch(
         self, batch: list[tuple[str, Any, bytes, float, float]], epoch: int | None
     ) -> None:
-        """Write a batch, then put it in our L1 (as set() does, after the write: a read
-        that began before it cannot keep the old value here)."""
+        """Write a batch (one pipelined round trip on one server, one script per entry on
+        Cluster), then put it in our L1 (as set() does, after the write: a read that began
+        before it cannot keep the old value here)."""
         lead = self._lead(0.0)
-        if isinstance(self._client, redis.asyncio.cluster.RedisCluster):
-            # redis-py refuses scripts in Cluster pipelines: one call per entry there.
-            for text, _value, payload, fresh, stale in batch:
-                args = ("", payload, ms(fresh + stale), ms(stale) if stale else 0, 0)
-                tail = (CACHE_WAKE_PREFIX, "", "", 0, lead)
-                keys = cache_keys(self.namespace, text).all
-                await run_script(self._client, _STORE, keys, (*args, *tail))
-            self.l1.replace([(text, value, fresh) for text, value, _, fresh, _ in batch], epoch)
-            return
-        pipe = self._client.pipeline(transaction=False)
-        for text, _value, payload, fresh, stale in batch:
-            keys = cache_keys(self.namespace, text).all
-            pipe.evalsha(
-                _STORE.sha,
-                len(keys),
-                *keys,
-                "",
-                payload,
-                ms(fresh + stale),
-                ms(stale) if stale else 0,
-                0,
-                CACHE_WAKE_PREFIX,
-                "",
-                "",
-                0,
-                lead,
-            )
-        await pipe.execute()
+
+        def calls_at(generation: int) -> list[Call]:
+            return [
+                (
+                    _STORE,
+                    cache_keys(self.namespace, text, generation).all,
+                    (
+                        "",
+                        payload,
+                        ms(fresh + stale),
+                        ms(stale) if stale else 0,
+                        0,
+                        CACHE_WAKE_PREFIX,
+                        "",
+                        "",
+                        0,
+                        lead,
+                    ),
+                )
+                for text, _value, payload, fresh, stale in batch
+            ]
+
+        await self._at_current(calls_at, guarded=False)
         self.l1.replace([(text, value, fresh) for text, value, _, fresh, _ in batch], epoch)
 
     def cached(

@@ -1,5 +1,11 @@
-"""State of one seawall.aio.Cache: settings, the L1 and its invalidation, encoding, and
-the Redis calls, counted by the optional circuit breaker."""
+"""State of one seawall.aio.Cache: settings, the L1 and its invalidation, the namespace's
+generation, encoding, and the Redis calls, counted by the optional circuit breaker.
+
+Entry keys carry the namespace's generation (see _cache_codec.cache_keys and
+Cache.clear()). A process names entries with the generation its invalidation listener
+keeps (no I/O: a hit stays one MGET), and reads it from Redis only while that listener is
+not subscribed, or has missed messages since it last knew it.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +14,9 @@ import math
 import threading
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import redis.asyncio.cluster
-from redis.exceptions import NoScriptError, RedisClusterException, RedisError, ResponseError
+from redis.exceptions import RedisClusterException, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeout
 
 from seawall import _concurrency, _scripts
@@ -22,12 +27,14 @@ from seawall._async.scripts import run_script
 from seawall._breaker import CircuitBreaker, RateLimiter
 from seawall._cache_codec import (
     ABSENT_PAYLOAD,
-    CACHE_WAKE_PREFIX,
+    CacheKeys,
     Serializer,
     cache_key,
     cache_keys,
     canonical,
     encode,
+    generation_key,
+    parse_generation,
 )
 from seawall._cache_stats import Counters
 from seawall._concurrency import (
@@ -81,34 +88,6 @@ class RedisUnavailable(Exception):
 REDIS_DOWN = (RedisUnavailable, RedisError, RedisClusterException, OSError, TimeoutError)
 
 
-async def void_entries(
-    client: Any, calls: Sequence[tuple[Sequence[str], str, str]]
-) -> None:
-    """Run the delete script (cache_void) for many entries: (entry keys, invalidation
-    channel, message) each. One pipelined round trip on one server; one script per entry
-    on Cluster, where redis-py refuses scripts in pipelines. The first error is raised:
-    the caller retries the lot (deleting twice is harmless). Shared by Cache.delete_many,
-    the second deletes and the change-log follower, so all of them delete alike."""
-    if isinstance(client, redis.asyncio.cluster.RedisCluster):
-        for keys, channel, message in calls:
-            await run_script(client, _VOID, keys, ("", CACHE_WAKE_PREFIX, channel, message))
-        return
-    if not calls:
-        return
-    try:
-        await _void_pipeline(client, calls)
-    except NoScriptError:  # a restarted or flushed server: load once, then all again
-        await client.script_load(_VOID.source)
-        await _void_pipeline(client, calls)
-
-
-async def _void_pipeline(client: Any, calls: Sequence[tuple[Sequence[str], str, str]]) -> None:
-    pipe = client.pipeline(transaction=False)
-    for keys, channel, message in calls:
-        pipe.evalsha(_VOID.sha, len(keys), *keys, "", CACHE_WAKE_PREFIX, channel, message)
-    await pipe.execute()
-
-
 class AsyncCacheBase:
     """State of one seawall.aio.Cache: settings, L1, invalidation, encoding, Redis calls."""
 
@@ -153,8 +132,6 @@ class AsyncCacheBase:
         self.loader_limit = loader_limit
         self._invalidator: tuple[object, AsyncInvalidator] | None = None
         self._slots_cached: tuple[object, AsyncSlots | None] | None = None
-        # Sender id of invalidations published when no listener runs here (L1 off).
-        self._sender = uuid.uuid4().hex
         # How long (ms) our L1 keeps an entry (0: off); a plain hit's lead must cover it.
         self._l1_ms = math.ceil(l1.ttl * 1000) if l1.max_entries else 0
         # The Bloom filter's failure was logged (again only once it has worked meanwhile).
@@ -162,10 +139,9 @@ class AsyncCacheBase:
 
     # --- the L1 and the invalidation broadcast -------------------------------------------
 
-    def _listener(self) -> AsyncInvalidator | None:
-        """This process's invalidation listener, with our L1 registered (None: L1 off)."""
-        if self.l1.max_entries == 0:
-            return None
+    def _invalidator_here(self) -> AsyncInvalidator:
+        """This process's invalidation listener, with our L1 registered: also one of size
+        0 (L1 off), as the listener carries the namespace's generation too."""
         here = async_scope()
         cached = self._invalidator
         if cached is None or cached[0] is not here:
@@ -173,6 +149,12 @@ class AsyncCacheBase:
             invalidator.register(self.namespace, self.l1)
             cached = self._invalidator = (here, invalidator)
         return cached[1]
+
+    def _listener(self) -> AsyncInvalidator | None:
+        """The invalidation listener, for our L1 (None: L1 off)."""
+        if self.l1.max_entries == 0:
+            return None
+        return self._invalidator_here()
 
     def _fill_epoch(self) -> int | None:
         """Taken before a read: the L1 may be filled with its result only if not None.
@@ -188,8 +170,9 @@ class AsyncCacheBase:
     def _invalidation(self, key: str | None) -> tuple[str, str]:
         """(channel, message) a write publishes so every process drops `key` from its L1
         (None: everything of this namespace)."""
-        listener = self._listener()
-        sender = self._sender if listener is None else listener.id
+        # The listener runs with the L1 off too (it carries the generation): as its own,
+        # our messages cost it no more than a glance.
+        sender = self._invalidator_here().id
         if key is None:
             body = message_format.encode(sender, message_format.CLEAR)
         else:
@@ -198,30 +181,7 @@ class AsyncCacheBase:
 
     def _dropped_here(self, key: str) -> None:
         """Other L1s of this namespace in this process (our own messages skip them)."""
-        listener = self._listener()
-        if listener is not None:
-            listener.discard_local(self.namespace, key, skip=self.l1)
-
-    async def _drop_everywhere(self, texts: list[str]) -> None:
-        """Delete entries from Redis and from every process's L1, voiding loads in flight
-        (see void_entries). Deleting again changes nothing."""
-        for text in texts:
-            self.l1.discard(text)
-        calls = []
-        for text in texts:
-            channel, message = self._invalidation(text)
-            calls.append((cache_keys(self.namespace, text).all, channel, message))
-        if len(calls) == 1:  # held to the pool's connection slots like every single call
-            keys, channel, message = calls[0]
-            await self._command(_VOID, keys, ("", CACHE_WAKE_PREFIX, channel, message))
-        else:
-            await void_entries(self._client, calls)
-        # Again once Redis no longer holds the values: a read of this process that fetched
-        # one between the first drop and the write must not keep it (our own invalidation
-        # messages are ignored here). The drop moves the epoch on, so that read's fill fails.
-        for text in texts:
-            self.l1.discard(text)
-            self._dropped_here(text)
+        self._invalidator_here().discard_local(self.namespace, key, skip=self.l1)
 
     def _bloom_failed(self, exc: Exception, doing: str) -> None:
         """Log a failing Bloom filter once, not on every miss while it stays broken."""
@@ -246,8 +206,8 @@ class AsyncCacheBase:
         the last `lead` of the fresh time) goes the load path, whose script elects
         loaders and refreshers.
         """
-        keys = cache_keys(self.namespace, key)
-        epoch = self._fill_epoch()
+        epoch = self._fill_epoch()  # before the generation: see _new_generation
+        keys = self._known_keys(key) or await self._read_keys(key)
         stored, lead = await self._read(keys.read)
         if stored is None or lead is None:
             return MISSING
@@ -273,6 +233,34 @@ class AsyncCacheBase:
         if epoch is not None:
             self.l1.put(key, value, None, epoch)
         return value
+
+    # --- the namespace's generation (see the module's docstring) ------------------------
+
+    def _known_keys(self, key: str) -> CacheKeys | None:
+        """The keys of `key`'s entry, if the listener knows the generation (no I/O)."""
+        generation = self._invalidator_here().known_generation(self.namespace)
+        return None if generation is None else cache_keys(self.namespace, key, generation)
+
+    async def _read_keys(self, key: str) -> CacheKeys:
+        return cache_keys(self.namespace, key, await self._generation_read())
+
+    async def _generation(self) -> int:
+        known = self._invalidator_here().known_generation(self.namespace)
+        return known if known is not None else await self._generation_read()
+
+    if TYPE_CHECKING:  # AsyncCacheGenerations's (cache_generation.py)
+
+        async def _generation_seen(self, generation: int, token: int | None) -> int: ...
+
+        async def _drop_everywhere(self, texts: list[str]) -> None: ...
+
+    async def _generation_read(self, *, guarded: bool = True) -> int:
+        """The generation as Redis holds it now (one GET); kept while the listener can."""
+        invalidator = self._invalidator_here()
+        token = invalidator.generation_token()
+        key = generation_key(self.namespace)
+        reply = await self._held((key,), functools.partial(self._client.get, key), guarded)
+        return await self._generation_seen(parse_generation(reply), token)
 
     def _lead(self, took: float) -> int:
         """The lead (ms) a write gives its hit marker; see _freshness.hit_lead."""
@@ -425,6 +413,19 @@ class AsyncCacheBase:
             finally:
                 slots.release()
         return await self._guarded(keys, lambda: client.execute_command("MGET", *keys))
+
+    async def _held(self, keys: Sequence[str], call: Callable[[], Any], guarded: bool) -> Any:
+        """`call()` holding a connection slot; under the breaker too if `guarded`."""
+        if guarded and self.breaker is not None:
+            return await self._guarded(keys, call)
+        slots = self._slots()
+        if slots is None:
+            return await call()
+        await self._take(slots, keys)
+        try:
+            return await call()
+        finally:
+            slots.release()
 
     async def _guarded(self, keys: Sequence[str], call: Callable[[], Any]) -> Any:
         """`call()` under the breaker: only while it allows, bounded in time, counted."""

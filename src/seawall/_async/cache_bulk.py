@@ -20,6 +20,7 @@ from redis.exceptions import NoScriptError
 from seawall import _concurrency
 from seawall._async.cache_base import _FETCH, _STORE, REDIS_DOWN, ms
 from seawall._async.cache_base import CORRUPT as CORRUPT_VALUE
+from seawall._async.cache_generation import Call
 from seawall._async.cache_loading import (
     FRESH,
     MISS_LOAD,
@@ -29,7 +30,7 @@ from seawall._async.cache_loading import (
     WAKE_PAYLOAD_LIMIT,
     AsyncCacheCore,
 )
-from seawall._cache_codec import ABSENT_PAYLOAD, CACHE_WAKE_PREFIX, cache_keys
+from seawall._cache_codec import ABSENT_PAYLOAD, CACHE_WAKE_PREFIX, CacheKeys, cache_keys
 from seawall._concurrency import async_background, async_call_loader
 from seawall._l1 import MISSING
 from seawall.errors import BloomFilterError
@@ -73,7 +74,10 @@ class AsyncCacheBulk(AsyncCacheCore):
             elif value is not None:
                 self._counters.add("l1_hits")
                 found[key] = value
-        stored = await self._mget([cache_keys(self.namespace, wanted[key]).value for key in rest])
+        generation = await self._generation() if rest else 0
+        stored = await self._mget(
+            [cache_keys(self.namespace, wanted[key], generation).value for key in rest]
+        )
         for key, raw in zip(rest, stored, strict=True):
             value = self._value_of(raw, wanted[key])
             if value is MISSING:
@@ -136,9 +140,11 @@ class AsyncCacheBulk(AsyncCacheCore):
         result: dict[K, Any],
         marks: tuple[str, ...],
     ) -> None:
-        epoch = self._fill_epoch()
+        epoch = self._fill_epoch()  # before the generation: see _new_generation
+        generation = await self._generation()  # the keys are loaded under it throughout
+        entries = {key: cache_keys(self.namespace, wanted[key], generation) for key in rest}
         tokens = {key: secrets.token_hex(16) for key in rest}
-        replies = await self._fetch_many([(wanted[key], tokens[key]) for key in rest])
+        replies = await self._fetch_many([(entries[key], tokens[key]) for key in rest])
         elected: list[K] = []
         waiting: list[K] = []
         for key, reply in zip(rest, replies, strict=True):
@@ -165,14 +171,15 @@ class AsyncCacheBulk(AsyncCacheCore):
                     admitted.append(key)
                     continue
                 self._counters.add("bloom_rejects")
-                await self._store(cache_keys(self.namespace, text), text, tokens[key], None,
-                                  ABSENT_PAYLOAD, 0.0, ttl, epoch)
+                await self._store(
+                    entries[key], text, tokens[key], None, ABSENT_PAYLOAD, 0.0, ttl, epoch
+                )
                 result[key] = None
             elected = admitted
         if elected and marks:
             await self._tag(marks, [wanted[key] for key in elected], ttl)
         if elected:
-            await self._load_elected(elected, wanted, tokens, loader, ttl, epoch, result)
+            await self._load_elected(elected, wanted, entries, tokens, loader, ttl, epoch, result)
         for key in waiting:
             result[key] = await self.get_or_load(
                 wanted[key], functools.partial(_one, loader, key), ttl, tags=marks or None
@@ -182,6 +189,7 @@ class AsyncCacheBulk(AsyncCacheCore):
         self,
         elected: list[K],
         wanted: dict[K, str],
+        entries: dict[K, CacheKeys],
         tokens: dict[K, str],
         loader: Callable[[list[K]], Any],
         ttl: float | None,
@@ -201,9 +209,7 @@ class AsyncCacheBulk(AsyncCacheCore):
             self._counters.add("load_errors")
             for key in elected:
                 async_background(
-                    functools.partial(
-                        self._give_back, cache_keys(self.namespace, wanted[key]), tokens[key]
-                    ),
+                    functools.partial(self._give_back, entries[key], tokens[key]),
                     f"giving back the load lease of cache key {wanted[key]!r}",
                 )
             raise
@@ -214,10 +220,7 @@ class AsyncCacheBulk(AsyncCacheCore):
             text = wanted[key]
             result[key] = value
             try:
-                await self._store(
-                    cache_keys(self.namespace, text), text, tokens[key], value, payload,
-                    took, ttl, epoch,
-                )
+                await self._store(entries[key], text, tokens[key], value, payload, took, ttl, epoch)
             except REDIS_DOWN:
                 if self.breaker is None:
                     raise
@@ -256,16 +259,25 @@ class AsyncCacheBulk(AsyncCacheCore):
     async def _set_batch(self, batch: list[tuple[str, Any, bytes]], ttl: float | None) -> None:
         epoch = self._fill_epoch()
         lead = self._lead(0.0)
-        calls: list[tuple[Sequence[str], Sequence[Any]]] = []
+        texts: list[str] = []
+        arguments: list[tuple[Any, ...]] = []
         written = []
         for text, value, payload in batch:
             fresh, stale = self._entry_ttls(value, ttl)
             channel, message = self._invalidation(text)
             args = ("", payload, ms(fresh + stale), ms(stale) if stale else 0, 0)
             tail = (CACHE_WAKE_PREFIX, channel, message, WAKE_PAYLOAD_LIMIT, lead)
-            calls.append((cache_keys(self.namespace, text).all, (*args, *tail)))
+            texts.append(text)
+            arguments.append((*args, *tail))
             written.append((text, value, fresh))
-        await self._scripts(_STORE, calls)
+
+        def calls_at(generation: int) -> list[Call]:
+            return [
+                (_STORE, cache_keys(self.namespace, text, generation).all, args)
+                for text, args in zip(texts, arguments, strict=True)
+            ]
+
+        await self._at_current(calls_at, guarded=True)
         self.l1.replace(written, epoch)  # after the write, as set() does (see L1.replace)
         for text, _, _ in batch:
             self._dropped_here(text)
@@ -287,10 +299,9 @@ class AsyncCacheBulk(AsyncCacheCore):
                 replies.extend(await self._guarded(chunk, call))
         return replies
 
-    async def _fetch_many(self, pairs: list[tuple[str, str]]) -> list[Any]:
+    async def _fetch_many(self, pairs: list[tuple[CacheKeys, str]]) -> list[Any]:
         calls: list[tuple[Sequence[str], Sequence[Any]]] = [
-            (cache_keys(self.namespace, text).all, (token, ms(self.lease), "", ""))
-            for text, token in pairs
+            (keys.all, (token, ms(self.lease), "", "")) for keys, token in pairs
         ]
         return list(await self._scripts(_FETCH, calls))
 

@@ -7,8 +7,9 @@ delete_tag that runs between the two finds the key in the set and deletes it, vo
 load in flight (a load cannot write back after a delete), so no entry written under a tag
 survives a delete_tag that began after the entry was tagged.
 
-clear() finds the namespace's entries with SCAN on every node (on Cluster, every
-primary): its cost grows with the number of keys on the servers, not O(1).
+clear() moves the namespace to a new generation: one script, whatever the number of
+entries, on one server and on Cluster (see cache_generation.py). Tags are kept: a tag's
+set names key texts, which delete_tag deletes under the generation current then.
 """
 
 from __future__ import annotations
@@ -16,15 +17,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-import redis.asyncio.cluster
-
 from seawall import _scripts
 from seawall._async.cache_again import get_sweeper, schedule
 from seawall._async.cache_base import REDIS_DOWN, ms
 from seawall._async.cache_bulk import BATCH, AsyncCacheBulk
-from seawall._cache_codec import cache_keys
 from seawall._concurrency import async_call_loader
-from seawall._keys import PREFIX, tagged
+from seawall._keys import tagged
 from seawall._validate import check_seconds
 from seawall.errors import CacheUnavailable
 
@@ -33,25 +31,6 @@ _TAG = _scripts.load("cache_tag")
 
 def tag_key(namespace: str, tag: str) -> str:
     return tagged("cachetag", f"{namespace}:{tag}")
-
-
-def _glob_escape(text: str) -> str:
-    return "".join("\\" + c if c in "*?[]\\" else c for c in text)
-
-
-def entry_text(namespace: str, key: str) -> str | None:
-    """The user's key text of a scanned value key of `namespace` (None: not one of it)."""
-    forms = (
-        (f"{PREFIX}:cache:{{{namespace}:", "}:value"),  # the forms of _keys.tagged
-        (f"{PREFIX}:cache:#{namespace}:", ":value"),
-        (f"{PREFIX}:cache:~{{~}}{namespace}:", ":value"),
-    )
-    for head, tail in forms:
-        if key.startswith(head) and key.endswith(tail):
-            text = key[len(head) : len(key) - len(tail)]
-            if cache_keys(namespace, text).value == key:
-                return text
-    return None
 
 
 class AsyncCacheTags(AsyncCacheBulk):
@@ -141,36 +120,12 @@ class AsyncCacheTags(AsyncCacheBulk):
                 await self._client.srem(key, *texts[start : start + BATCH])
         return len(texts)
 
-    async def clear(self) -> int:
-        """Delete every entry of this namespace, in Redis and in every process's L1, loads
-        in flight voided: SCAN on every node (see the module's docstring). Returns how many
-        entries were found. Entries written while it runs may survive it."""
-        pattern = f"{PREFIX}:cache:*{_glob_escape(self.namespace)}:*:value"
-        found: list[str] = []
-        total = 0
-        async for raw in self._scan(pattern):
-            text = entry_text(self.namespace, _scripts.reply_text(raw))
-            if text is not None:
-                found.append(text)
-            if len(found) >= BATCH:
-                total += await self.delete_many(found)
-                found.clear()
-        if found:
-            total += await self.delete_many(found)
-        # Every L1 of the namespace starts afresh, copies of keys gone from Redis too.
-        await self._client.publish(*self._invalidation(None))
-        self.l1.clear()
-        listener = self._listener()
-        if listener is not None:
-            listener.clear_local(self.namespace, skip=self.l1)
-        return total
-
-    async def _scan(self, pattern: str) -> Any:
-        client = self._client
-        if isinstance(client, redis.asyncio.cluster.RedisCluster):
-            async for key in client.scan_iter(match=pattern, count=1000, target_nodes="primaries"):
-                yield key
-        else:
-            async for key in client.scan_iter(match=pattern, count=1000):
-                yield key
-
+    async def clear(self) -> None:
+        """Delete every entry of this namespace, in O(1): one script moves the namespace
+        to a new generation, which names a fresh, empty set of entries, and tells every
+        process's invalidation listener. The caller reads none of the old entries once
+        this returns, every other process none once the message reaches its listener (as
+        its L1 copies are dropped then); a load in flight writes its value under the old
+        generation, never read again. The old entries expire by their own ttl (their
+        memory is freed then, not now). See docs/cache.md."""
+        await self._new_generation("")

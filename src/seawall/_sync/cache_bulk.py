@@ -21,6 +21,7 @@ from redis.exceptions import NoScriptError
 from seawall import _concurrency
 from seawall._sync.cache_base import _FETCH, _STORE, REDIS_DOWN, ms
 from seawall._sync.cache_base import CORRUPT as CORRUPT_VALUE
+from seawall._sync.cache_generation import Call
 from seawall._sync.cache_loading import (
     FRESH,
     MISS_LOAD,
@@ -30,7 +31,7 @@ from seawall._sync.cache_loading import (
     WAKE_PAYLOAD_LIMIT,
     CacheCore,
 )
-from seawall._cache_codec import ABSENT_PAYLOAD, CACHE_WAKE_PREFIX, cache_keys
+from seawall._cache_codec import ABSENT_PAYLOAD, CACHE_WAKE_PREFIX, CacheKeys, cache_keys
 from seawall._concurrency import background, call_loader
 from seawall._l1 import MISSING
 from seawall.errors import BloomFilterError
@@ -74,7 +75,10 @@ class CacheBulk(CacheCore):
             elif value is not None:
                 self._counters.add("l1_hits")
                 found[key] = value
-        stored = self._mget([cache_keys(self.namespace, wanted[key]).value for key in rest])
+        generation = self._generation() if rest else 0
+        stored = self._mget(
+            [cache_keys(self.namespace, wanted[key], generation).value for key in rest]
+        )
         for key, raw in zip(rest, stored, strict=True):
             value = self._value_of(raw, wanted[key])
             if value is MISSING:
@@ -137,9 +141,11 @@ class CacheBulk(CacheCore):
         result: dict[K, Any],
         marks: tuple[str, ...],
     ) -> None:
-        epoch = self._fill_epoch()
+        epoch = self._fill_epoch()  # before the generation: see _new_generation
+        generation = self._generation()  # the keys are loaded under it throughout
+        entries = {key: cache_keys(self.namespace, wanted[key], generation) for key in rest}
         tokens = {key: secrets.token_hex(16) for key in rest}
-        replies = self._fetch_many([(wanted[key], tokens[key]) for key in rest])
+        replies = self._fetch_many([(entries[key], tokens[key]) for key in rest])
         elected: list[K] = []
         waiting: list[K] = []
         for key, reply in zip(rest, replies, strict=True):
@@ -166,14 +172,15 @@ class CacheBulk(CacheCore):
                     admitted.append(key)
                     continue
                 self._counters.add("bloom_rejects")
-                self._store(cache_keys(self.namespace, text), text, tokens[key], None,
-                                  ABSENT_PAYLOAD, 0.0, ttl, epoch)
+                self._store(
+                    entries[key], text, tokens[key], None, ABSENT_PAYLOAD, 0.0, ttl, epoch
+                )
                 result[key] = None
             elected = admitted
         if elected and marks:
             self._tag(marks, [wanted[key] for key in elected], ttl)
         if elected:
-            self._load_elected(elected, wanted, tokens, loader, ttl, epoch, result)
+            self._load_elected(elected, wanted, entries, tokens, loader, ttl, epoch, result)
         for key in waiting:
             result[key] = self.get_or_load(
                 wanted[key], functools.partial(_one, loader, key), ttl, tags=marks or None
@@ -183,6 +190,7 @@ class CacheBulk(CacheCore):
         self,
         elected: list[K],
         wanted: dict[K, str],
+        entries: dict[K, CacheKeys],
         tokens: dict[K, str],
         loader: Callable[[list[K]], Any],
         ttl: float | None,
@@ -202,9 +210,7 @@ class CacheBulk(CacheCore):
             self._counters.add("load_errors")
             for key in elected:
                 background(
-                    functools.partial(
-                        self._give_back, cache_keys(self.namespace, wanted[key]), tokens[key]
-                    ),
+                    functools.partial(self._give_back, entries[key], tokens[key]),
                     f"giving back the load lease of cache key {wanted[key]!r}",
                 )
             raise
@@ -215,10 +221,7 @@ class CacheBulk(CacheCore):
             text = wanted[key]
             result[key] = value
             try:
-                self._store(
-                    cache_keys(self.namespace, text), text, tokens[key], value, payload,
-                    took, ttl, epoch,
-                )
+                self._store(entries[key], text, tokens[key], value, payload, took, ttl, epoch)
             except REDIS_DOWN:
                 if self.breaker is None:
                     raise
@@ -257,16 +260,25 @@ class CacheBulk(CacheCore):
     def _set_batch(self, batch: list[tuple[str, Any, bytes]], ttl: float | None) -> None:
         epoch = self._fill_epoch()
         lead = self._lead(0.0)
-        calls: list[tuple[Sequence[str], Sequence[Any]]] = []
+        texts: list[str] = []
+        arguments: list[tuple[Any, ...]] = []
         written = []
         for text, value, payload in batch:
             fresh, stale = self._entry_ttls(value, ttl)
             channel, message = self._invalidation(text)
             args = ("", payload, ms(fresh + stale), ms(stale) if stale else 0, 0)
             tail = (CACHE_WAKE_PREFIX, channel, message, WAKE_PAYLOAD_LIMIT, lead)
-            calls.append((cache_keys(self.namespace, text).all, (*args, *tail)))
+            texts.append(text)
+            arguments.append((*args, *tail))
             written.append((text, value, fresh))
-        self._scripts(_STORE, calls)
+
+        def calls_at(generation: int) -> list[Call]:
+            return [
+                (_STORE, cache_keys(self.namespace, text, generation).all, args)
+                for text, args in zip(texts, arguments, strict=True)
+            ]
+
+        self._at_current(calls_at, guarded=True)
         self.l1.replace(written, epoch)  # after the write, as set() does (see L1.replace)
         for text, _, _ in batch:
             self._dropped_here(text)
@@ -288,10 +300,9 @@ class CacheBulk(CacheCore):
                 replies.extend(self._guarded(chunk, call))
         return replies
 
-    def _fetch_many(self, pairs: list[tuple[str, str]]) -> list[Any]:
+    def _fetch_many(self, pairs: list[tuple[CacheKeys, str]]) -> list[Any]:
         calls: list[tuple[Sequence[str], Sequence[Any]]] = [
-            (cache_keys(self.namespace, text).all, (token, ms(self.lease), "", ""))
-            for text, token in pairs
+            (keys.all, (token, ms(self.lease), "", "")) for keys, token in pairs
         ]
         return list(self._scripts(_FETCH, calls))
 

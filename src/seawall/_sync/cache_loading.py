@@ -6,6 +6,9 @@ Redis. Across processes, one script reads the value or takes the key's load leas
 lease holder loads and writes back under its token, the others wait for the wake-up that
 the write publishes (or for the lease to run out, when they take over). A stale value is
 served at once while the lease holder refreshes it in the background.
+
+A load runs under the namespace's generation it started in, from its fetch to its
+write-back: a clear() meanwhile leaves its value in the old generation, never read again.
 """
 
 from __future__ import annotations
@@ -16,15 +19,8 @@ from collections.abc import Callable
 from typing import Any
 
 from seawall import _concurrency
-from seawall._sync.cache_base import (
-    _FETCH,
-    _STORE,
-    _VOID,
-    CORRUPT,
-    REDIS_DOWN,
-    CacheBase,
-    ms,
-)
+from seawall._sync.cache_base import _FETCH, _STORE, _VOID, CORRUPT, REDIS_DOWN, ms
+from seawall._sync.cache_generation import CacheGenerations, Call
 from seawall._sync.cache_waker import CacheWaker, Watch, get_cache_waker
 from seawall._bounded import LAST_LOOK, until
 from seawall._cache_codec import ABSENT_PAYLOAD, CACHE_WAKE_PREFIX, CacheKeys, cache_keys
@@ -68,7 +64,7 @@ class _Flight:
         self.kind = "waits"
 
 
-class CacheCore(CacheBase):
+class CacheCore(CacheGenerations):
     """The load path shared by the public methods of seawall.Cache."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -182,8 +178,8 @@ class CacheCore(CacheBase):
         found = self._hit(key)
         if found is not MISSING:
             return found, "l2_hits" if found is not None else "absent_hits"
-        keys = cache_keys(self.namespace, key)
-        epoch = self._fill_epoch()
+        epoch = self._fill_epoch()  # before the generation: see _new_generation
+        keys = self._known_keys(key) or self._read_keys(key)
         waker = self._waker()
         watch = waker.watch(keys.value) if waker.ready else None
         deadline = _concurrency.monotonic() + self.wait_timeout
@@ -366,7 +362,7 @@ class CacheCore(CacheBase):
 
     def _store(
         self,
-        keys: CacheKeys,
+        keys: CacheKeys | None,
         key: str,
         token: str,
         value: Any,
@@ -377,8 +373,9 @@ class CacheCore(CacheBase):
         *,
         version: str | None = None,
     ) -> bool:
-        """Write back under the lease `token` ("" for an explicit set, which publishes, and
-        which may carry a `version`). True if written."""
+        """Write back under the lease `token` into `keys`, the generation the load began
+        in; or, with `keys` None and `token` "", an explicit set, which publishes, may carry
+        a `version`, and writes under the namespace's current generation. True if written."""
         fresh, stale = self._entry_ttls(value, ttl)
         channel, message = self._invalidation(key) if not token else ("", "")
         args = [
@@ -393,10 +390,17 @@ class CacheCore(CacheBase):
             WAKE_PAYLOAD_LIMIT,
             self._lead(took),
         ]
-        script_keys: tuple[str, ...] = keys.all
-        if version is not None:
-            script_keys, args = (*keys.all, keys.version), [*args, version]
-        written = self._redis(_STORE, script_keys, args)
+        if keys is not None:
+            written = self._redis(_STORE, keys.all, args)
+        else:
+
+            def calls_at(generation: int) -> list[Call]:
+                entry = cache_keys(self.namespace, key, generation)
+                if version is None:
+                    return [(_STORE, entry.all, args)]
+                return [(_STORE, (*entry.all, entry.version), [*args, version])]
+
+            (written,) = self._at_current(calls_at, guarded=True)
         if int(written) and not token:
             self.l1.replace([(key, value, fresh)], epoch)  # an explicit set: see L1.replace
         elif int(written):

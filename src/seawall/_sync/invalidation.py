@@ -15,6 +15,16 @@ that is False once anything that could concern the key (its discard, a clear of 
 namespace, a lost connection) happened meanwhile, or when not listening. A discard that
 arrives after the fill removes the value as usual.
 
+The listener also carries each namespace's generation (see Cache.clear()): a clear's
+message names the new one, and a generation read from Redis is kept for as long as the
+subscription it was read under lasts. `known_generation` answers only while subscribed,
+and forgets everything whenever messages may have been missed (as the L1s are cleared), so
+a generation it gives is the one Redis holds, but for messages still on their way. A
+cache with its L1 off registers an L1 of size 0, for the generations only: while every
+registered L1 is such, the listener subscribes to clears alone, not to every write's
+discard, and subscribes to those too (a new connection) once an L1 that keeps entries
+is registered.
+
 L1s are held weakly; the listener stops once none is left.
 """
 
@@ -85,6 +95,13 @@ class Invalidator:
         self._clears: dict[str, int] = {}  # per namespace, for `unchanged`
         self._discards = [0] * BUCKETS
         self.received = 0  # messages from other processes (or other invalidators) applied
+        # Moves on with each new subscription and whenever messages may have been missed:
+        # a generation read under an older session is not kept (see learn_generation).
+        self._session = 0
+        self._generations: dict[str, int] = {}  # namespace -> generation, this session
+        self._highest: dict[str, int] = {}  # namespace -> highest generation ever seen here
+        self._discards_wanted = False  # an L1 that keeps entries was registered
+        self._subscribed: tuple[str, ...] = ()  # the patterns of the current connection
 
     def __repr__(self) -> str:
         state = "listening" if self.listening else "not listening"
@@ -106,8 +123,12 @@ class Invalidator:
         with self._mutex:
             l1s = self._l1s.setdefault(namespace, {})
             l1s[id(l1)] = weakref.ref(l1, self._forget(namespace, id(l1)))
+            if getattr(l1, "max_entries", None) != 0 and not self._discards_wanted:
+                self._discards_wanted = True
+                if not self._hears_all(self._subscribed):
+                    self._deaf()  # until subscribed to the discards as well (see _run)
             if self._worker is None or not self._worker.alive():
-                self._listening.clear()
+                self._deaf()
                 self._worker = Worker(self._run, "seawall-invalidation")
 
     def _forget(self, namespace: str, ident: int) -> Any:
@@ -157,6 +178,63 @@ class Invalidator:
             found = [ref() for group in groups for ref in group.values()]
         return [l1 for l1 in found if l1 is not None and l1 is not skip]
 
+    # --- the generations of cache namespaces (see the module's docstring) ----------------
+
+    def known_generation(self, namespace: str) -> int | None:
+        """The namespace's generation, if it can be trusted without asking Redis (a hit
+        asks this: one dict lookup, as _generations is empty while not listening)."""
+        return self._generations.get(namespace)
+
+    def generation_token(self) -> int | None:
+        """Taken before reading a generation from Redis, for learn_generation."""
+        with self._mutex:
+            return self._session if self._listening.is_set() else None
+
+    def learn_generation(self, namespace: str, generation: int, token: int | None) -> None:
+        """Keep a generation read from Redis (or issued by our own clear) if the listener
+        was subscribed before the read (`token`) and has missed nothing since: any clear
+        after the read then reaches it as a message."""
+        with self._mutex:
+            self._highest[namespace] = max(self._highest.get(namespace, 0), generation)
+            if token is not None and token == self._session and self._listening.is_set():
+                known = self._generations.get(namespace, generation)
+                self._generations[namespace] = max(known, generation)
+
+    def highest_generation(self, namespace: str) -> int:
+        """The highest generation of `namespace` this listener ever saw (0: none): Redis
+        holding a lower one means its key was lost (see Cache._generation_read)."""
+        with self._mutex:
+            return self._highest.get(namespace, 0)
+
+    def _announced(self, namespace: str, generation: int) -> None:
+        """A clear's message: the generation it names is current from now on. Kept
+        before the L1s are emptied: a read that sees the emptied L1 sees it too."""
+        with self._mutex:
+            self._highest[namespace] = max(self._highest.get(namespace, 0), generation)
+            if self._listening.is_set():
+                known = self._generations.get(namespace, generation)
+                self._generations[namespace] = max(known, generation)
+
+    def _new_session(self) -> None:
+        with self._mutex:
+            self._session += 1
+            self._generations.clear()
+
+    def _patterns(self) -> tuple[str, ...]:
+        if self._discards_wanted:
+            return (message_format.CLEARED_PATTERN, message_format.PATTERN)
+        return (message_format.CLEARED_PATTERN,)
+
+    def _hears_all(self, patterns: tuple[str, ...]) -> bool:
+        """Whether a connection subscribed to `patterns` hears all that is wanted now."""
+        return not self._discards_wanted or message_format.PATTERN in patterns
+
+    def _deaf(self) -> None:
+        """Not listening from now on (called holding the mutex): no generation is known."""
+        self._listening.clear()
+        self._session += 1
+        self._generations.clear()
+
     def snapshot(self, namespace: str, key: str) -> Snapshot:
         """Take before reading `key` from Redis; fill L1 afterwards only if `unchanged`."""
         bucket = hash((namespace, key)) % BUCKETS
@@ -192,6 +270,8 @@ class Invalidator:
         with self._mutex:
             if namespace is None:
                 self.generation += 1
+                self._session += 1  # messages may have been missed: read generations again
+                self._generations.clear()
             else:
                 self._clears[namespace] = self._clears.get(namespace, 0) + 1
         for l1 in self._targets(namespace, skip):
@@ -200,7 +280,8 @@ class Invalidator:
     def _lost(self, why: str) -> None:
         """Messages may have been missed: nothing an L1 holds can be trusted any more."""
         was_listening = self.listening
-        self._listening.clear()
+        with self._mutex:
+            self._deaf()
         self.clear_local()  # moves `generation` on
         if was_listening:
             _concurrency.log.info("invalidation listener lost its connection: %s", why)
@@ -216,6 +297,9 @@ class Invalidator:
             if decoded.op == message_format.DISCARD:
                 self.discard_local(decoded.namespace, decoded.key)
             else:
+                generation = message_format.generation(decoded)
+                if generation is not None:
+                    self._announced(decoded.namespace, generation)
                 self.clear_local(decoded.namespace)
 
     def _idle(self) -> bool:
@@ -224,7 +308,7 @@ class Invalidator:
             if self._l1s:
                 return False
             self._worker = None
-            self._listening.clear()
+            self._deaf()
             return True
 
     def _open(self) -> Any:
@@ -237,7 +321,9 @@ class Invalidator:
         if initialize is not None:
             initialize()
         pubsub = open_pubsub(client)
-        pubsub.psubscribe(message_format.PATTERN)
+        with self._mutex:
+            self._subscribed = self._patterns()
+        pubsub.psubscribe(*self._subscribed)
         return pubsub
 
     def _run(self) -> None:
@@ -248,6 +334,11 @@ class Invalidator:
             while True:
                 if self._idle():
                     return
+                if pubsub is not None and not self._hears_all(self._subscribed):
+                    # An L1 that keeps entries came: hear every write's discard too, from
+                    # a connection subscribed to both (the listener is deaf meanwhile).
+                    _close(pubsub)
+                    pubsub = None
                 if pubsub is None:
                     try:
                         pubsub = self._open()
@@ -286,15 +377,22 @@ class Invalidator:
                 ping_sent = 0.0
                 if message["type"] == "psubscribe":
                     acks += 1
-                    if acks > 1:
+                    patterns = len(self._subscribed)
+                    if acks > patterns and acks % patterns == 1 % patterns:
                         # redis-py reconnected and subscribed again by itself: what was
                         # published in between is lost.
                         self._lost("the connection was re-established")
-                    self._listening.set()
+                    elif acks == patterns:
+                        self._new_session()
+                    if acks % patterns == 0:
+                        with self._mutex:
+                            if self._hears_all(self._subscribed):
+                                self._listening.set()
                 else:
                     self._on_message(message)
         finally:
-            self._listening.clear()
+            with self._mutex:
+                self._deaf()
             if pubsub is not None:
                 _close(pubsub)
 

@@ -107,6 +107,7 @@ class Follower:
         self.status_interval = status_interval
         self._on_status = on_status
         self._sender = new_sender()
+        self._generations: dict[str, int] = {}  # of the cache namespaces (see invalidate)
         self._stop = threading.Event()
         self._deposed = threading.Event()
         self._targets: dict[str, _Target] = {}
@@ -268,7 +269,9 @@ class Follower:
                 changes += 1
                 keys += self._keys_of(event)
         if keys:
-            done = self._redis_call(lambda: invalidate(self._redis, keys, self._sender))
+            done = self._redis_call(
+                lambda: invalidate(self._redis, keys, self._sender, self._generations)
+            )
             self._invalidated += done
         self._changes += changes
         labels = (self.source.name,)

@@ -2,9 +2,11 @@
 the checkpoint only with the election's fence.
 
 Each invalidation is exactly what `seawall.Cache(r, namespace).delete(key)` sends: the
-cache_void script with the cache's own keys and invalidation message, so L2 drops the
-value (a cached "absent" too), loads in flight are voided, waiters are woken, and every
-process's L1 drops its copy. Only the round trips differ: one pipeline per batch.
+cache_void script with the cache's own keys (under the namespace's generation as Redis
+holds it, read in the same round trip: see seawall._async.cache_generation) and
+invalidation message, so L2 drops the value (a cached "absent" too), loads in flight are
+voided, waiters are woken, and every process's L1 drops its copy. Only the round trips
+differ: one pipeline per batch.
 """
 
 from __future__ import annotations
@@ -15,9 +17,8 @@ from typing import Any
 
 from seawall import _invalidation_message as message_format
 from seawall import _scripts
-from seawall._cache_codec import cache_keys
 from seawall._keys import tagged
-from seawall._sync.cache_base import void_entries
+from seawall._sync.cache_generation import void_entries
 from seawall._sync.scripts import run_script
 
 __all__ = ["checkpoint_key", "invalidate", "new_sender", "read_checkpoint", "write_checkpoint"]
@@ -30,9 +31,16 @@ def new_sender() -> str:
     return uuid.uuid4().hex
 
 
-def invalidate(client: Any, entries: Iterable[tuple[str, str]], sender: str) -> int:
+def invalidate(
+    client: Any,
+    entries: Iterable[tuple[str, str]],
+    sender: str,
+    generations: dict[str, int] | None = None,
+) -> int:
     """Void every (namespace, key) in one pipelined round trip (one script per key on
-    Cluster), exactly as Cache.delete_many does; returns how many.
+    Cluster), exactly as Cache.delete_many does; returns how many. `generations`: the
+    namespaces' generations seen by the last call (updated here), so the round trip
+    names the right keys at once.
 
     Raises the first Redis error: the caller retries the whole batch (a delete twice is
     harmless) and must not checkpoint past it.
@@ -40,13 +48,14 @@ def invalidate(client: Any, entries: Iterable[tuple[str, str]], sender: str) -> 
     unique = list(dict.fromkeys(entries))
     calls = [
         (
-            cache_keys(namespace, key).all,
+            namespace,
+            key,
             message_format.channel(namespace),
             message_format.encode(sender, message_format.DISCARD, key),
         )
         for namespace, key in unique
     ]
-    void_entries(client, calls)
+    void_entries(client, calls, {} if generations is None else generations)
     return len(unique)
 
 
