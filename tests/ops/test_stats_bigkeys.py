@@ -131,7 +131,8 @@ def test_replica_reads_and_watch_refreshes_until_ctrl_c(
     found = seawall(capsys, "bigkeys", url, "--replica", "--json").json()
     assert found[0]["key"] == "big:string" and found[0]["node"] == f"127.0.0.1:{replica.port}"
     src = Path(__file__).resolve().parents[2] / "src"
-    env = dict(os.environ, PYTHONPATH=str(src), COLUMNS="100")
+    # PYTHONFAULTHANDLER: should it ever hang, SIGABRT makes it print where it stands.
+    env = dict(os.environ, PYTHONPATH=str(src), COLUMNS="100", PYTHONFAULTHANDLER="1")
     watching = subprocess.Popen(
         [sys.executable, "-m", "seawall", "stats", url, "--watch", "0.2"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
@@ -145,7 +146,12 @@ def test_replica_reads_and_watch_refreshes_until_ctrl_c(
         time.sleep(0.05)
     time.sleep(1.0)
     watching.send_signal(signal.SIGINT)
-    out, err = watching.communicate(timeout=20)
+    try:
+        out, err = watching.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        watching.send_signal(signal.SIGABRT)
+        out, err = watching.communicate(timeout=20)
+        raise AssertionError(f"Ctrl-C did not stop `seawall stats --watch`:\n{err}") from None
     assert watching.returncode == 0, err
     assert out.count("hit rate") >= 2 and "Traceback" not in err  # refreshed, then stopped
     client.close()

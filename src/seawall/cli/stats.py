@@ -13,6 +13,56 @@ def _pct(value: float | None) -> str:
     return "-" if value is None else f"{100 * value:.1f} %"
 
 
+class _CtrlC:
+    """Ctrl-C for a refresh loop, taken only between refreshes.
+
+    A KeyboardInterrupt raised in the middle of a Redis call or of a write to the
+    terminal can leave a connection or an output buffer half used, and the exit that
+    follows may then hang (seen once: `--watch` into a pipe ignored Ctrl-C for 20 s).
+    Here Ctrl-C during the pause ends the loop at once; during a refresh it ends the loop
+    when that refresh is done; a second Ctrl-C interrupts whatever runs.
+    """
+
+    def __init__(self) -> None:
+        self._pressed = False
+        self._pausing = False
+        self._previous: Any = None
+
+    def __enter__(self) -> _CtrlC:
+        import signal
+        import threading
+
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._on_sigint)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        import signal
+
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+    def _on_sigint(self, signum: int, frame: object) -> None:
+        if self._pausing or self._pressed:
+            raise KeyboardInterrupt
+        self._pressed = True
+
+    def pause(self, seconds: float) -> bool:
+        """Sleep between refreshes; False once Ctrl-C was pressed (before or during it)."""
+        import time
+
+        if self._pressed:
+            return False
+        self._pausing = True
+        try:
+            time.sleep(seconds)
+        except KeyboardInterrupt:
+            return False
+        finally:
+            self._pausing = False
+        return not self._pressed
+
+
 def render(url: str, figures: dict[str, Any]) -> Any:
     from rich.console import Group
     from rich.table import Table
@@ -109,29 +159,22 @@ def command(url: str, as_json: bool, replica: bool, watch: float | None) -> int:
             else:
                 stdout_console().print(render(redact(url), figures))
             return 0
-        import time
-
         from rich.live import Live
 
         console = stdout_console()
         previous = first
-        if not console.is_terminal:
-            # Into a pipe or a log file: one table per refresh, one after the other.
-            console.print(render(redact(url), summarize(first)))
-            try:
-                while True:
-                    time.sleep(watch)
+        with _CtrlC() as ctrl_c:
+            if not console.is_terminal:
+                # Into a pipe or a log file: one table per refresh, one after the other.
+                console.print(render(redact(url), summarize(first)))
+                while ctrl_c.pause(watch):
                     current = sample(target)
                     console.print(render(redact(url), summarize(current, previous)))
                     previous = current
-            except KeyboardInterrupt:
                 return 0
-        try:
             with Live(render(redact(url), summarize(first)), console=console) as live:
-                while True:
-                    time.sleep(watch)
+                while ctrl_c.pause(watch):
                     current = sample(target)
                     live.update(render(redact(url), summarize(current, previous)))
                     previous = current
-        except KeyboardInterrupt:
-            return 0
+        return 0
