@@ -114,6 +114,49 @@ def test_plain_hits_on_every_client_kind(target: Target, world: str) -> None:
     assert _all_calls(r, target.cluster) == {"mget": 31, "evalsha": 0, "eval": 0}
 
 
+def test_warm_get_or_load_many_is_plain_reads_only(target: Target, world: str) -> None:
+    # 30 keys held fresh and one absent: one MGET on one server, no script; a key that
+    # is missing still goes to the fetch script and is loaded.
+    r = target.sync()
+    writer = seawall.Cache(r, "many", l1_size=0, hot_keys=0)
+    keys = [f"k{i}" for i in range(30)]
+    writer.set_many({key: {"key": key} for key in keys})
+    writer.set("gone", None)
+    _reset_stats(r, target.cluster)
+
+    def never_many(missing: list[str]) -> dict[str, Any]:
+        raise AssertionError(f"fresh entries must not load: {missing}")
+
+    if world == "sync":
+        cache = seawall.Cache(target.sync(), "many", l1_size=0, hot_keys=0)
+        answers = cache.get_or_load_many([*keys, "gone"], never_many)
+        warm_calls = _all_calls(r, target.cluster)
+        mixed = cache.get_or_load_many(["k0", "new"], lambda missing: {"new": missing})
+        stats = cache.stats()
+    else:
+
+        async def main() -> tuple[dict[str, Any], dict[str, int], dict[str, Any], Any]:
+            client = target.aio()
+            try:
+                acache = seawall.aio.Cache(client, "many", l1_size=0, hot_keys=0)
+                found = await acache.get_or_load_many([*keys, "gone"], never_many)
+                counted = _all_calls(r, target.cluster)
+                both = await acache.get_or_load_many(
+                    ["k0", "new"], lambda missing: {"new": missing}
+                )
+                return found, counted, both, acache.stats()
+            finally:
+                await client.aclose()
+
+        answers, warm_calls, mixed, stats = asyncio.run(main())
+    assert answers == {**{key: {"key": key} for key in keys}, "gone": None}
+    assert warm_calls["evalsha"] == warm_calls["eval"] == 0, warm_calls
+    # Cluster: one MGET per hash slot (each entry's keys share one), pipelined per node.
+    assert warm_calls["mget"] == (31 if target.cluster else 1), warm_calls
+    assert mixed == {"k0": {"key": "k0"}, "new": ["new"]}
+    assert (stats.l2_hits, stats.absent_hits, stats.loads) == (31, 1, 1)
+
+
 def _reset_stats(r: Any, cluster: bool) -> None:
     if cluster:
         r.config_resetstat(target_nodes=r.ALL_NODES)

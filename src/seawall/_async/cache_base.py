@@ -209,6 +209,11 @@ class AsyncCacheBase:
         epoch = self._fill_epoch()  # before the generation: see _new_generation
         keys = self._known_keys(key) or await self._read_keys(key)
         stored, lead = await self._read(keys.read)
+        return self._plain_hit(key, stored, lead, epoch)
+
+    def _plain_hit(self, key: str, stored: Any, lead: Any, epoch: int | None) -> Any:
+        """What a plain read of `key`'s value and hit marker answers (see _hit): the value
+        (None for an absent one) if fresh, counted and kept in the L1; else MISSING."""
         if stored is None or lead is None:
             return MISSING
         if isinstance(stored, str):  # a client with decode_responses=True

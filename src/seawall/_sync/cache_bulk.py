@@ -144,6 +144,9 @@ class CacheBulk(CacheCore):
         epoch = self._fill_epoch()  # before the generation: see _new_generation
         generation = self._generation()  # the keys are loaded under it throughout
         entries = {key: cache_keys(self.namespace, wanted[key], generation) for key in rest}
+        rest = self._plain_hits(rest, wanted, entries, epoch, result)
+        if not rest:
+            return
         tokens = {key: secrets.token_hex(16) for key in rest}
         replies = self._fetch_many([(entries[key], tokens[key]) for key in rest])
         elected: list[K] = []
@@ -185,6 +188,28 @@ class CacheBulk(CacheCore):
             result[key] = self.get_or_load(
                 wanted[key], functools.partial(_one, loader, key), ttl, tags=marks or None
             )
+
+    def _plain_hits(
+        self,
+        keys: list[K],
+        wanted: dict[K, str],
+        entries: dict[K, CacheKeys],
+        epoch: int | None,
+        result: dict[K, Any],
+    ) -> list[K]:
+        """Answer the keys Redis holds fresh with one MGET of their values and hit markers
+        (one per node on Cluster), as get_or_load's plain read does; the others are left
+        for the fetch script, which elects loaders. Returns those."""
+        replies = self._mget([name for key in keys for name in entries[key].read])
+        left = []
+        for index, key in enumerate(keys):
+            stored, lead = replies[2 * index], replies[2 * index + 1]
+            value = self._plain_hit(wanted[key], stored, lead, epoch)
+            if value is MISSING:
+                left.append(key)
+            else:
+                result[key] = value
+        return left
 
     def _load_elected(
         self,
