@@ -157,6 +157,48 @@ def test_warm_get_or_load_many_is_plain_reads_only(target: Target, world: str) -
     assert (stats.l2_hits, stats.absent_hits, stats.loads) == (31, 1, 1)
 
 
+def test_get_many_keeps_fresh_entries_in_the_l1(target: Target, world: str) -> None:
+    # The first get_many reads Redis and keeps what it read fresh; the second is answered
+    # from memory. A stale entry is still returned (get_many serves stale values), and is
+    # not kept.
+    r = target.sync()
+    # Written with an L1 like the reader's: the hit marker's lead vouches for that long.
+    writer = seawall.Cache(r, "gm", ttl=60, hot_keys=0)
+    keys = [f"k{i}" for i in range(10)]
+    writer.set_many({key: {"key": key} for key in keys})
+    seawall.Cache(r, "gm", ttl=0.2, stale_ttl=60, jitter=0, l1_size=0).set("old", "o")
+    time.sleep(0.4)  # "old" is stale now, still stored
+    wanted = {**{key: {"key": key} for key in keys}, "old": "o"}
+    if world == "sync":
+        cache = seawall.Cache(target.sync(), "gm", ttl=60, hot_keys=0)
+        listener = cache._listener()
+        assert listener is not None and listener.wait_listening(10)
+        first = cache.get_many([*keys, "old"])
+        _reset_stats(r, target.cluster)
+        second = cache.get_many(keys)
+        stats = cache.stats()
+    else:
+
+        async def main() -> tuple[dict[str, Any], dict[str, Any], Any]:
+            client = target.aio()
+            try:
+                acache = seawall.aio.Cache(client, "gm", ttl=60, hot_keys=0)
+                listener = acache._listener()
+                assert listener is not None and await listener.wait_listening(10)
+                found = await acache.get_many([*keys, "old"])
+                _reset_stats(r, target.cluster)
+                again = await acache.get_many(keys)
+                return found, again, acache.stats()
+            finally:
+                await client.aclose()
+
+        first, second, stats = asyncio.run(main())
+    assert first == wanted
+    assert second == {key: {"key": key} for key in keys}
+    assert _all_calls(r, target.cluster)["mget"] == 0  # the second call read no Redis
+    assert (stats.l1_hits, stats.l2_hits) == (10, 11)
+
+
 def _reset_stats(r: Any, cluster: bool) -> None:
     if cluster:
         r.config_resetstat(target_nodes=r.ALL_NODES)

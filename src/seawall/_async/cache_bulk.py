@@ -63,7 +63,8 @@ class AsyncCacheBulk(AsyncCacheCore):
 
     async def get_many(self, keys: Iterable[K]) -> dict[K, Any]:
         """{key: cached value} for the keys that hold one (stale ones too), in one MGET
-        (one per node on Cluster); never loads. Keys cached as absent are left out."""
+        (one per slot, pipelined per node, on Cluster); never loads. Keys cached as absent
+        are left out. Entries read fresh are kept in the L1, as a get_or_load hit is."""
         wanted = {key: self._key(key) for key in keys}
         found: dict[K, Any] = {}
         rest = []
@@ -74,16 +75,27 @@ class AsyncCacheBulk(AsyncCacheCore):
             elif value is not None:
                 self._counters.add("l1_hits")
                 found[key] = value
-        generation = await self._generation() if rest else 0
-        stored = await self._mget(
-            [cache_keys(self.namespace, wanted[key], generation).value for key in rest]
-        )
-        for key, raw in zip(rest, stored, strict=True):
-            value = self._value_of(raw, wanted[key])
-            if value is MISSING:
-                self._counters.add("misses")
-            elif value is not None:
-                self._counters.add("l2_hits")
+        if not rest:
+            return {key: found[key] for key in wanted if key in found}
+        epoch = self._fill_epoch()  # before the generation: see _new_generation
+        generation = await self._generation()
+        entries = [cache_keys(self.namespace, wanted[key], generation) for key in rest]
+        if epoch is None:  # no L1 to keep them in: the values alone
+            stored = await self._mget([entry.value for entry in entries])
+            pairs = [(raw, None) for raw in stored]
+        else:
+            stored = await self._mget([name for entry in entries for name in entry.read])
+            pairs = list(zip(stored[::2], stored[1::2], strict=True))
+        for key, (raw, lead) in zip(rest, pairs, strict=True):
+            value = MISSING if lead is None else self._plain_hit(wanted[key], raw, lead, epoch)
+            if value is MISSING:  # stale (its hit marker gone), missing or unreadable
+                value = self._value_of(raw, wanted[key])
+                if value is MISSING:
+                    self._counters.add("misses")
+                    continue
+                if value is not None:
+                    self._counters.add("l2_hits")
+            if value is not None:
                 found[key] = value
         return {key: found[key] for key in wanted if key in found}  # in the order asked
 
