@@ -410,9 +410,10 @@ def test_without_an_l1_a_process_hears_clears_only(target: Target) -> None:
     time.sleep(0.2)
     assert listener.received == 1  # the clear; the set's discard never came
     # An L1 that keeps entries: deaf (nothing kept, no generation trusted) until the
-    # listener has subscribed to the discards as well.
+    # listener has subscribed to the discards as well. (Whether it is still subscribing
+    # when the next line runs is a race: a fresh-clone run found it done already.)
     kept = seawall.Cache(client, "modes-kept", ttl=60)
-    assert kept.get("x") is None and not listener.listening
+    assert kept.get("x") is None
     assert listener.wait_listening(10)
     assert set(listener._subscribed) == {fmt.CLEARED_PATTERN, fmt.PATTERN}
     seawall.Cache(target.sync(), "modes-kept", ttl=60).set("x", "v1")
