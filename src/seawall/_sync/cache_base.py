@@ -89,6 +89,17 @@ class RedisUnavailable(Exception):
 REDIS_DOWN = (RedisUnavailable, RedisError, RedisClusterException, OSError, TimeoutError)
 
 
+def stored_payload(stored: Any) -> bytes | None:
+    """The payload of a stored value key (`<stale window>:<load time>:<payload>`); None if
+    there is none or it was not written by seawall."""
+    if stored is None:
+        return None
+    if isinstance(stored, str):  # a client with decode_responses=True
+        stored = stored.encode()
+    header = stored.split(b":", 2)
+    return header[2] if len(header) == 3 else None
+
+
 class CacheBase:
     """State of one seawall.Cache: settings, L1, invalidation, encoding, Redis calls."""
 
@@ -215,14 +226,11 @@ class CacheBase:
     def _plain_hit(self, key: str, stored: Any, lead: Any, epoch: int | None) -> Any:
         """What a plain read of `key`'s value and hit marker answers (see _hit): the value
         (None for an absent one) if fresh, counted and kept in the L1; else MISSING."""
-        if stored is None or lead is None:
+        if lead is None:
             return MISSING
-        if isinstance(stored, str):  # a client with decode_responses=True
-            stored = stored.encode()
-        header = stored.split(b":", 2)  # stale window, last load time, payload
-        if len(header) != 3:
-            return MISSING  # not written by seawall: the load path decides
-        payload = header[2]
+        payload = stored_payload(stored)
+        if payload is None:
+            return MISSING  # none, or not written by seawall: the load path decides
         if epoch is not None and int(lead) < self._l1_ms:
             # Our L1 would keep it longer than the writer's lead vouches for: the script
             # tells the exact time left, and the L1 then saves the following reads.

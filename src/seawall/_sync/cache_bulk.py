@@ -19,7 +19,7 @@ import redis.cluster
 from redis.exceptions import NoScriptError
 
 from seawall import _concurrency
-from seawall._sync.cache_base import _FETCH, _STORE, REDIS_DOWN, ms
+from seawall._sync.cache_base import _FETCH, _STORE, REDIS_DOWN, ms, stored_payload
 from seawall._sync.cache_base import CORRUPT as CORRUPT_VALUE
 from seawall._sync.cache_generation import Call
 from seawall._sync.cache_loading import (
@@ -370,16 +370,12 @@ class CacheBulk(CacheCore):
 
     def _value_of(self, raw: Any, text: str) -> Any:
         """A stored value (MISSING if none or undecodable; None if cached as absent)."""
-        if raw is None:
+        payload = stored_payload(raw)
+        if payload is None:
             return MISSING
-        if isinstance(raw, str):
-            raw = raw.encode()
-        parts = bytes(raw).split(b":", 2)
-        if len(parts) != 3:
-            return MISSING
-        if parts[2] == ABSENT_PAYLOAD:
+        if payload == ABSENT_PAYLOAD:
             return None
-        value = self._decode(parts[2], text)
+        value = self._decode(payload, text)
         return MISSING if value is CORRUPT_VALUE else value
 
 
