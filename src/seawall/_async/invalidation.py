@@ -295,6 +295,9 @@ class AsyncInvalidator:
             self.received += 1
             if decoded.op == message_format.DISCARD:
                 self.discard_local(decoded.namespace, decoded.key)
+            elif decoded.op == message_format.DISCARD_MANY:
+                for key in decoded.keys:
+                    self.discard_local(decoded.namespace, key)
             else:
                 generation = message_format.generation(decoded)
                 if generation is not None:
