@@ -54,7 +54,8 @@ from seawall.errors import CacheWaitTimeout
 from seawall.metrics._sink import SINK as metrics_sink
 
 _FETCH = _scripts.load("cache_fetch")
-_STORE = _scripts.load("cache_store")
+_STORE = _scripts.with_prelude("cache_write", _scripts.load("cache_store"))
+_STORE_MANY = _scripts.with_prelude("cache_write", _scripts.load("cache_store_many"))
 _VOID = _scripts.load("cache_void")
 
 # A payload that could not be decoded (distinct from None, "not found").
