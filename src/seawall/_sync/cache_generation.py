@@ -253,4 +253,4 @@ class CacheGenerations(CacheBase):
         # messages are ignored here). The drop moves the epoch on, so that read's fill fails.
         for text in texts:
             self.l1.discard(text)
-            self._dropped_here(text)
+        self._dropped_here(*texts)
