@@ -75,12 +75,20 @@ async def pipelined(client: Any, calls: Sequence[Call]) -> list[Any]:
     loaded (on every primary of a Cluster) and the whole lot sent again: every cache
     script may run twice."""
 
+    cluster = isinstance(client, redis.asyncio.cluster.RedisCluster)
+    if cluster:
+        initialize = getattr(client, "initialize", None)  # asyncio: learn the slots
+        if initialize is not None:
+            await initialize()
+
     async def send() -> list[Any]:
         pipe = client.pipeline(transaction=False)
         for script, keys, args in calls:
-            # Not pipe.evalsha(), which a Cluster pipeline refuses: it routes the command,
-            # by its keys, as any other.
-            pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+            # Not pipe.evalsha(), which a Cluster pipeline refuses. Routed here on Cluster:
+            # redis-py's sync cluster pipeline would ask a server for the keys of each
+            # EVALSHA (COMMAND GETKEYS), a round trip each. A MOVED reply is followed.
+            node = {"target_nodes": client.get_node_from_key(keys[0])} if cluster else {}
+            pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args, **node)
         return list(await pipe.execute())
 
     try:
