@@ -78,9 +78,9 @@ class CacheWrites(CacheCore):
         took: float,
         publish: bool,
     ) -> list[Call]:
-        """A cache_store_many call per group of `writes` (into `entries`, their keys):
-        under the lease `token` ("" for explicit sets), each call with `publish`ing one
-        invalidation message for its keys."""
+        """A cache_store_many call per group of `writes` (into `entries`, their keys),
+        under the lease `token` ("" for explicit sets). With `publish`, each call publishes
+        one invalidation message naming its keys."""
         lead = self._lead(took)
         calls: list[Call] = []
         for group in groups:
