@@ -33,6 +33,8 @@ from seawall._sync.scripts import run_script
 
 
 def script(name: str) -> _scripts.LuaScript:
+    if name.startswith("cache_store"):  # they share cache_write.lua
+        return _scripts.with_prelude("cache_write", _scripts.load(name))
     return _scripts.load(name)
 
 
@@ -188,6 +190,26 @@ def test_cache_store_replay_says_written(standalone: Target) -> None:
     assert run_script(r, script("cache_fetch"), keys.all, (mine, 5_000, "", "1"))[0] == 2
     r.delete(keys.value, keys.lease, keys.hit)
     assert twice(r, "cache_store", keys.all, args) == [0, 0]
+
+
+def test_cache_store_many_replay_says_written(standalone: Target) -> None:
+    r = standalone.sync()
+    entries = [cache_keys("replay", key) for key in ("m1", "m2", "m3")]
+    mine = token()
+    for entry in entries[:2]:
+        assert run_script(r, script("cache_fetch"), entry.all, (mine, 5_000, "", ""))[0] == 4
+    keys = tuple(name for entry in entries for name in entry.all)
+    args = (mine, 12, "wake:", "", "", 1024, 1_000, "p1", 60_000, 10_000, "", 30_000, 0)
+    args += ("p3", 60_000, 10_000)
+    # m3 was never leased by `mine`: not written, the others written, replay or not.
+    assert twice(r, "cache_store_many", keys, args) == [[1, 1, 0], [1, 1, 0]]
+    assert r.get(entries[0].value) == b"10000:12:p1" and r.get(entries[1].value) == b"0:12:"
+    assert r.get(entries[2].value) is None
+    # Loads voided by a delete are still refused, replay or not.
+    for entry in entries[:2]:
+        assert run_script(r, script("cache_fetch"), entry.all, (mine, 5_000, "", "1"))[0] == 2
+        r.delete(entry.value, entry.lease, entry.hit)
+    assert twice(r, "cache_store_many", keys, args) == [[0, 0, 0], [0, 0, 0]]
 
 
 def test_idempotent_scripts_replay(standalone: Target) -> None:

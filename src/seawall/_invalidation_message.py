@@ -9,12 +9,17 @@ of clears only, not of every write), so a process needs one connection whatever 
 Message body (UTF-8): "<sender>:<op>:<key>"
 - sender: the 32 lowercase hex digits of the publishing invalidator's id, so a process can
   tell (and skip) its own messages;
-- op: "d" drop `key` from every local copy of the namespace, "c" drop everything in the
-  namespace;
-- key: for "d", the cache key, as the cache's L1 stores it; it may contain ":". For "c",
-  empty on "seawall:inval:" (warm(): the L1s only), and on "seawall:cleared:" the
-  namespace's new generation in decimal (entries are then named with it: see
-  cache_generation.lua); a listener drops its L1 copies of the namespace on either.
+- op: "d" drop `key` from every local copy of the namespace, "m" drop several keys, "c"
+  drop everything in the namespace;
+- key: for "d", the cache key, as the cache's L1 stores it; it may contain ":". For "m",
+  the keys one after the other, each as "<its length in characters>:<key>" (set_many
+  publishes one message per script call, not one per key). For "c", empty on
+  "seawall:inval:" (warm(): the L1s only), and on "seawall:cleared:" the namespace's new
+  generation in decimal (entries are then named with it: see cache_generation.lua); a
+  listener drops its L1 copies of the namespace on either.
+
+A listener of an older seawall, which knows no "m", takes it for an unreadable message and
+empties all its L1s: safe, if costly, while versions are mixed in a rolling upgrade.
 
 A Lua script publishes the same message as
     redis.call('publish', 'seawall:inval:' .. namespace, sender .. ':d:' .. key)
@@ -30,15 +35,18 @@ CLEARED_PREFIX = "seawall:cleared:"
 CLEARED_PATTERN = CLEARED_PREFIX + "*"
 
 DISCARD: Literal["d"] = "d"
+DISCARD_MANY: Literal["m"] = "m"
 CLEAR: Literal["c"] = "c"
+_OPS = (DISCARD, DISCARD_MANY, CLEAR)
 SENDER_LENGTH = 32
 
 
 class Message(NamedTuple):
     namespace: str
     sender: str
-    op: Literal["d", "c"]
+    op: Literal["d", "m", "c"]
     key: str
+    keys: tuple[str, ...] = ()  # for "m"
 
 
 def channel(namespace: str) -> str:
@@ -51,6 +59,30 @@ def cleared_channel(namespace: str) -> str:
 
 def encode(sender: str, op: Literal["d", "c"], key: str = "") -> str:
     return f"{sender}:{op}:{key}"
+
+
+def encode_many(sender: str, keys: list[str]) -> str:
+    """One message that drops every key of `keys` ("d" for a single one)."""
+    if len(keys) == 1:
+        return encode(sender, DISCARD, keys[0])
+    return f"{sender}:{DISCARD_MANY}:" + "".join(f"{len(key)}:{key}" for key in keys)
+
+
+def _split_keys(text: str) -> tuple[str, ...] | None:
+    """The keys of an "m" message (None if malformed)."""
+    keys = []
+    at = 0
+    while at < len(text):
+        colon = text.find(":", at)
+        length = text[at:colon]
+        if colon < 0 or not (length.isascii() and length.isdigit()):
+            return None
+        end = colon + 1 + int(length)
+        if end > len(text):
+            return None
+        keys.append(text[colon + 1 : end])
+        at = end
+    return tuple(keys)
 
 
 def generation(message: Message) -> int | None:
@@ -75,7 +107,7 @@ def decode(channel_name: bytes | str, body: bytes | str) -> Message | None:
         return None
     sender, sep1, rest = text.partition(":")
     op, sep2, key = rest.partition(":")
-    if not (sep1 and sep2) or len(sender) != SENDER_LENGTH or op not in (DISCARD, CLEAR):
+    if not (sep1 and sep2) or len(sender) != SENDER_LENGTH or op not in _OPS:
         return None
     if name.startswith(CLEARED_PREFIX):
         if op != CLEAR or not (key.isascii() and key.isdigit()):
@@ -83,6 +115,10 @@ def decode(channel_name: bytes | str, body: bytes | str) -> Message | None:
         return Message(name[len(CLEARED_PREFIX) :], sender, CLEAR, key)
     if not name.startswith(CHANNEL_PREFIX):
         return None
+    namespace = name[len(CHANNEL_PREFIX) :]
     if op == CLEAR:
-        return Message(name[len(CHANNEL_PREFIX) :], sender, CLEAR, "")  # the L1s only
-    return Message(name[len(CHANNEL_PREFIX) :], sender, DISCARD, key)
+        return Message(namespace, sender, CLEAR, "")  # the L1s only
+    if op == DISCARD_MANY:
+        keys = _split_keys(key)
+        return None if keys is None else Message(namespace, sender, DISCARD_MANY, "", keys)
+    return Message(namespace, sender, DISCARD, key)

@@ -31,7 +31,8 @@ def load(name: str) -> LuaScript:
 @functools.cache
 def with_prelude(prelude_name: str, script: LuaScript) -> LuaScript:
     """`script` run after `seawall/lua/<prelude_name>.lua`, as one script: the prelude
-    may return early, or take its own KEYS and ARGV off the ends and fall through."""
+    may return early, take its own KEYS and ARGV off the ends and fall through, or define
+    functions that scripts share."""
     prelude = load(prelude_name)
     source = f"{prelude.source}\n{script.source}"
     name = f"{script.name}+{prelude.name}"

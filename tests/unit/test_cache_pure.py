@@ -179,3 +179,25 @@ def test_l1_replace_after_own_write_shuts_out_reads_begun_before_it() -> None:
     assert l1.get("k") is MISSING
     l1.replace([("k", "v", 30.0)], None)  # not listening: only dropped
     assert l1.get("k") is MISSING
+
+
+def test_bulk_writes_go_100_entries_a_call_and_one_slot_a_call_on_cluster() -> None:
+    from redis.crc import key_slot
+
+    from seawall._sync.cache_writes import STORE_GROUP, store_groups
+
+    entries = [cache_keys("ns", f"k{i}") for i in range(250)]
+    assert store_groups(entries, cluster=False) == [
+        list(range(0, 100)),
+        list(range(100, 200)),
+        list(range(200, 250)),
+    ]
+    # Keys with the user's own hash tag share one slot: written together, 100 a call.
+    shared = [cache_keys("ns", f"{{user:7}}:{i}") for i in range(STORE_GROUP + 5)]
+    groups = store_groups(entries + shared, cluster=True)
+    assert sorted(i for group in groups for i in group) == list(range(len(entries) + len(shared)))
+    for group in groups:
+        assert len(group) <= STORE_GROUP
+        slots = {key_slot(name.encode()) for i in group for name in (entries + shared)[i].all}
+        assert len(slots) == 1, group
+    assert max(len(group) for group in groups) == STORE_GROUP  # the shared slot, split

@@ -53,7 +53,8 @@ from seawall.errors import CacheWaitTimeout
 from seawall.metrics._sink import SINK as metrics_sink
 
 _FETCH = _scripts.load("cache_fetch")
-_STORE = _scripts.load("cache_store")
+_STORE = _scripts.with_prelude("cache_write", _scripts.load("cache_store"))
+_STORE_MANY = _scripts.with_prelude("cache_write", _scripts.load("cache_store_many"))
 _VOID = _scripts.load("cache_void")
 
 # A payload that could not be decoded (distinct from None, "not found").
@@ -190,9 +191,14 @@ class AsyncCacheBase:
             body = message_format.encode(sender, message_format.DISCARD, key)
         return message_format.channel(self.namespace), body
 
-    def _dropped_here(self, key: str) -> None:
+    def _invalidations(self, keys: list[str]) -> tuple[str, str]:
+        """(channel, message) a write publishes so every process drops all of `keys`."""
+        sender = self._invalidator_here().id
+        return message_format.channel(self.namespace), message_format.encode_many(sender, keys)
+
+    def _dropped_here(self, *keys: str) -> None:
         """Other L1s of this namespace in this process (our own messages skip them)."""
-        self._invalidator_here().discard_local(self.namespace, key, skip=self.l1)
+        self._invalidator_here().discard_local(self.namespace, *keys, skip=self.l1)
 
     def _bloom_failed(self, exc: Exception, doing: str) -> None:
         """Log a failing Bloom filter once, not on every miss while it stays broken."""

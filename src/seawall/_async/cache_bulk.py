@@ -1,9 +1,9 @@
 """Many keys at once for seawall.aio.Cache: get_many, get_or_load_many, set_many.
 
 One MGET reads every key (split per node on Cluster); the missing keys go through the
-same lease election as get_or_load, in one pipelined round trip (one script per key on
-Cluster, where redis-py refuses scripts in pipelines), and the keys this process is
-elected to load reach the loader in one call. Keys another process is loading are waited
+same lease election as get_or_load, in one pipelined round trip (one per node on
+Cluster), and the keys this process is elected to load reach the loader in one call, and
+are written back together (see cache_writes). Keys another process is loading are waited
 for as get_or_load waits, each one loaded alone only if that load is abandoned.
 """
 
@@ -11,26 +11,18 @@ from __future__ import annotations
 
 import functools
 import secrets
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import redis.asyncio.cluster
-from redis.exceptions import NoScriptError
 
 from seawall import _concurrency
-from seawall._async.cache_base import _FETCH, _STORE, REDIS_DOWN, ms, stored_payload
+from seawall._async.cache_base import _FETCH, REDIS_DOWN, ms, stored_payload
 from seawall._async.cache_base import CORRUPT as CORRUPT_VALUE
 from seawall._async.cache_generation import Call
-from seawall._async.cache_loading import (
-    FRESH,
-    MISS_LOAD,
-    MISS_WAIT,
-    STALE,
-    STALE_REFRESH,
-    WAKE_PAYLOAD_LIMIT,
-    AsyncCacheCore,
-)
-from seawall._cache_codec import ABSENT_PAYLOAD, CACHE_WAKE_PREFIX, CacheKeys, cache_keys
+from seawall._async.cache_loading import FRESH, MISS_LOAD, MISS_WAIT, STALE, STALE_REFRESH
+from seawall._async.cache_writes import BATCH, AsyncCacheWrites
+from seawall._cache_codec import ABSENT_PAYLOAD, CacheKeys, cache_keys
 from seawall._concurrency import async_background, async_call_loader
 from seawall._l1 import MISSING
 from seawall.errors import BloomFilterError
@@ -38,11 +30,8 @@ from seawall.errors import BloomFilterError
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
 
-# Keys per pipeline round trip (and per MGET).
-BATCH = 1000
 
-
-class AsyncCacheBulk(AsyncCacheCore):
+class AsyncCacheBulk(AsyncCacheWrites):
     """get_many, get_or_load_many and set_many of seawall.aio.Cache."""
 
     if TYPE_CHECKING:  # seawall.aio.Cache's, which waits for a key loaded elsewhere
@@ -158,8 +147,8 @@ class AsyncCacheBulk(AsyncCacheCore):
         rest = await self._plain_hits(rest, wanted, entries, epoch, result)
         if not rest:
             return
-        tokens = {key: secrets.token_hex(16) for key in rest}
-        replies = await self._fetch_many([(entries[key], tokens[key]) for key in rest])
+        token = secrets.token_hex(16)  # the lease token of every key this call loads
+        replies = await self._fetch_many([entries[key] for key in rest], token)
         elected: list[K] = []
         waiting: list[K] = []
         for key, reply in zip(rest, replies, strict=True):
@@ -179,22 +168,19 @@ class AsyncCacheBulk(AsyncCacheCore):
                     self._remember(wanted[key], value, int(reply[2]) / 1000, epoch)
                 result[key] = value
         if self.bloom is not None:
-            admitted = []
+            admitted: list[K] = []
+            rejected: list[K] = []
             for key in elected:  # as get_or_load: surely absent keys are not loaded
-                text = wanted[key]
-                if await self._bloom_admits(text):
-                    admitted.append(key)
-                    continue
-                self._counters.add("bloom_rejects")
-                await self._store(
-                    entries[key], text, tokens[key], None, ABSENT_PAYLOAD, 0.0, ttl, epoch
-                )
-                result[key] = None
+                (admitted if await self._bloom_admits(wanted[key]) else rejected).append(key)
+            self._counters.add("bloom_rejects", len(rejected))
+            absent = [self._write(wanted[key], None, ABSENT_PAYLOAD, ttl) for key in rejected]
+            await self._write_back(absent, [entries[key] for key in rejected], token, 0.0, epoch)
+            result.update(dict.fromkeys(rejected))
             elected = admitted
         if elected and marks:
             await self._tag(marks, [wanted[key] for key in elected], ttl)
         if elected:
-            await self._load_elected(elected, wanted, entries, tokens, loader, ttl, epoch, result)
+            await self._load_elected(elected, wanted, entries, token, loader, ttl, epoch, result)
         for key in waiting:
             result[key] = await self.get_or_load(
                 wanted[key], functools.partial(_one, loader, key), ttl, tags=marks or None
@@ -227,7 +213,7 @@ class AsyncCacheBulk(AsyncCacheCore):
         elected: list[K],
         wanted: dict[K, str],
         entries: dict[K, CacheKeys],
-        tokens: dict[K, str],
+        token: str,
         loader: Callable[[list[K]], Any],
         ttl: float | None,
         epoch: int | None,
@@ -246,21 +232,18 @@ class AsyncCacheBulk(AsyncCacheCore):
             self._counters.add("load_errors")
             for key in elected:
                 async_background(
-                    functools.partial(self._give_back, entries[key], tokens[key]),
+                    functools.partial(self._give_back, entries[key], token),
                     f"giving back the load lease of cache key {wanted[key]!r}",
                 )
             raise
         took = _concurrency.monotonic() - started
         self._counters.add("loads", len(elected))
         self._counters.load_took(took)
+        writes = []
         for key, (value, payload) in zip(elected, encoded, strict=True):
-            text = wanted[key]
             result[key] = value
-            try:
-                await self._store(entries[key], text, tokens[key], value, payload, took, ttl, epoch)
-            except REDIS_DOWN:
-                if self.breaker is None:
-                    raise
+            writes.append(self._write(wanted[key], value, payload, ttl))
+        await self._write_back(writes, [entries[key] for key in elected], token, took, epoch)
 
     async def set_many(
         self,
@@ -269,9 +252,10 @@ class AsyncCacheBulk(AsyncCacheCore):
         *,
         tags: Iterable[str] | None = None,
     ) -> int:
-        """set() for many entries: one pipelined round trip per BATCH on one server (one
-        script per key on Cluster). Loads in flight are voided and every process's L1 drops
-        these keys, as with set(). Everything is encoded before anything is written."""
+        """set() for many entries: one script call per STORE_GROUP entries, one pipelined
+        round trip per BATCH (one per node on Cluster; see cache_writes). Loads in flight
+        are voided and every process's L1 drops these keys, as with set(). Everything is
+        encoded before anything is written."""
         entry_ttl = self._ttl(ttl)
         marks = self._tags(tags)
         pairs = items.items() if isinstance(items, Mapping) else items
@@ -289,35 +273,12 @@ class AsyncCacheBulk(AsyncCacheCore):
                 self._bloom_failed(exc, "keys are written but not added to it")
         if marks:
             await self._tag(marks, [text for text, _, _ in prepared], entry_ttl)
-        for start in range(0, len(prepared), BATCH):
-            await self._set_batch(prepared[start : start + BATCH], entry_ttl)
+        writes = [self._write(text, value, payload, entry_ttl) for text, value, payload in prepared]
+        for start in range(0, len(writes), BATCH):
+            batch = writes[start : start + BATCH]
+            await self._set_entries(batch, publish=True)
+            self._dropped_here(*(write.text for write in batch))
         return len(prepared)
-
-    async def _set_batch(self, batch: list[tuple[str, Any, bytes]], ttl: float | None) -> None:
-        epoch = self._fill_epoch()
-        lead = self._lead(0.0)
-        texts: list[str] = []
-        arguments: list[tuple[Any, ...]] = []
-        written = []
-        for text, value, payload in batch:
-            fresh, stale = self._entry_ttls(value, ttl)
-            channel, message = self._invalidation(text)
-            args = ("", payload, ms(fresh + stale), ms(stale) if stale else 0, 0)
-            tail = (CACHE_WAKE_PREFIX, channel, message, WAKE_PAYLOAD_LIMIT, lead)
-            texts.append(text)
-            arguments.append((*args, *tail))
-            written.append((text, value, fresh))
-
-        def calls_at(generation: int) -> list[Call]:
-            return [
-                (_STORE, cache_keys(self.namespace, text, generation).all, args)
-                for text, args in zip(texts, arguments, strict=True)
-            ]
-
-        await self._at_current(calls_at, guarded=True)
-        self.l1.replace(written, epoch)  # after the write, as set() does (see L1.replace)
-        for text, _, _ in batch:
-            self._dropped_here(text)
 
     # --- batched Redis calls ---------------------------------------------------------------
 
@@ -336,36 +297,15 @@ class AsyncCacheBulk(AsyncCacheCore):
                 replies.extend(await self._guarded(chunk, call))
         return replies
 
-    async def _fetch_many(self, pairs: list[tuple[CacheKeys, str]]) -> list[Any]:
-        calls: list[tuple[Sequence[str], Sequence[Any]]] = [
-            (keys.all, (token, ms(self.lease), "", "")) for keys, token in pairs
-        ]
-        return list(await self._scripts(_FETCH, calls))
-
-    async def _scripts(self, script: Any, calls: list[tuple[Sequence[str], Sequence[Any]]]) -> Any:
-        """Run `script` once per (keys, args): pipelined on one server, one by one on Cluster."""
-        if isinstance(self._client, redis.asyncio.cluster.RedisCluster) or len(calls) == 1:
-            return [await self._redis(script, keys, args) for keys, args in calls]
+    async def _fetch_many(self, entries: list[CacheKeys], token: str) -> list[Any]:
+        """The fetch script for each entry, under the lease token `token`: one pipelined
+        round trip per BATCH (one per node on Cluster)."""
+        args = (token, ms(self.lease), "", "")
+        calls: list[Call] = [(_FETCH, keys.all, args) for keys in entries]
         replies: list[Any] = []
         for start in range(0, len(calls), BATCH):
-            chunk = calls[start : start + BATCH]
-            try:
-                replies.extend(await self._pipeline(script, chunk))
-            except NoScriptError:  # a restarted server: load once, then the batch again
-                await self._client.script_load(script.source)
-                replies.extend(await self._pipeline(script, chunk))
+            replies.extend(await self._calls(calls[start : start + BATCH], guarded=True))
         return replies
-
-    async def _pipeline(self, script: Any, calls: list[tuple[Sequence[str], Sequence[Any]]]) -> Any:
-        async def send() -> Any:
-            pipe = self._client.pipeline(transaction=False)
-            for keys, args in calls:
-                pipe.evalsha(script.sha, len(keys), *keys, *args)
-            return await pipe.execute()
-
-        if self.breaker is None:
-            return await send()
-        return await self._guarded(calls[0][0], send)
 
     def _value_of(self, raw: Any, text: str) -> Any:
         """A stored value (MISSING if none or undecodable; None if cached as absent)."""

@@ -62,19 +62,33 @@ def checked(call: Call, namespace: str, generation: int) -> Call:
 
 def refused(reply: Any) -> int | None:
     """The generation the namespace is at, if a checked call was refused for naming
-    another one (None: it ran)."""
-    return parse_generation(reply[0]) if isinstance(reply, list) else None
+    another one (None: it ran). A refusal is a list of one string; the scripts answer
+    integers, or lists of them (cache_store_many)."""
+    if isinstance(reply, list) and not isinstance(reply[0], int):
+        return parse_generation(reply[0])
+    return None
 
 
 async def pipelined(client: Any, calls: Sequence[Call]) -> list[Any]:
-    """Run `calls` in one pipelined round trip (one server only: redis-py refuses scripts
-    in Cluster pipelines). After a NOSCRIPT (a restarted or flushed server) the scripts
-    are loaded and the whole lot sent again: every cache script may run twice."""
+    """Run `calls` in one pipelined round trip (on Cluster, one per node, all sent before
+    any reply is read). After a NOSCRIPT (a restarted or flushed server) the scripts are
+    loaded (on every primary of a Cluster) and the whole lot sent again: every cache
+    script may run twice."""
+
+    cluster = isinstance(client, redis.asyncio.cluster.RedisCluster)
+    if cluster:
+        initialize = getattr(client, "initialize", None)  # asyncio: learn the slots
+        if initialize is not None:
+            await initialize()
 
     async def send() -> list[Any]:
         pipe = client.pipeline(transaction=False)
         for script, keys, args in calls:
-            pipe.evalsha(script.sha, len(keys), *keys, *args)
+            # Not pipe.evalsha(), which a Cluster pipeline refuses. Routed here on Cluster:
+            # redis-py's sync cluster pipeline would ask a server for the keys of each
+            # EVALSHA (COMMAND GETKEYS), a round trip each. A MOVED reply is followed.
+            node = {"target_nodes": client.get_node_from_key(keys[0])} if cluster else {}
+            pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args, **node)
         return list(await pipe.execute())
 
     try:
@@ -182,8 +196,7 @@ class AsyncCacheGenerations(AsyncCacheBase):
         a connection slot, and to the breaker if `guarded`."""
         if isinstance(self._client, redis.asyncio.cluster.RedisCluster):
             generation = await self._generation_read(guarded=guarded)
-            run = self._redis if guarded else self._command
-            return [await run(*call) for call in calls_at(generation)]
+            return await self._calls(calls_at(generation), guarded)
         invalidator = self._invalidator_here()
         token = invalidator.generation_token()
         known = invalidator.known_generation(self.namespace)
@@ -193,12 +206,7 @@ class AsyncCacheGenerations(AsyncCacheBase):
         pending = list(range(len(made)))
         while True:
             calls = [checked(made[i], self.namespace, generation) for i in pending]
-            if len(calls) == 1:
-                run = self._redis if guarded else self._command
-                got = [await run(*calls[0])]
-            else:
-                send = functools.partial(pipelined, self._client, calls)
-                got = await self._held(calls[0][1], send, guarded)
+            got = await self._calls(calls, guarded)
             current = None
             again = []
             for i, reply in zip(pending, got, strict=True):
@@ -216,6 +224,16 @@ class AsyncCacheGenerations(AsyncCacheBase):
             # lost): name entries with the generation Redis holds, and write again.
             generation = await self._generation_seen(current, token)
             made, pending = calls_at(generation), again
+
+    async def _calls(self, calls: Sequence[Call], guarded: bool) -> list[Any]:
+        """The replies of script calls: a single one run alone, more pipelined in one round
+        trip (one per node on Cluster). Held to a connection slot, and to the breaker if
+        `guarded`."""
+        if len(calls) == 1:
+            run = self._redis if guarded else self._command
+            return [await run(*calls[0])]
+        send = functools.partial(pipelined, self._client, calls)
+        return list(await self._held(calls[0][1], send, guarded))
 
     async def _drop_everywhere(self, texts: list[str]) -> None:
         """Delete entries from Redis, under the namespace's current generation, and from
@@ -242,4 +260,4 @@ class AsyncCacheGenerations(AsyncCacheBase):
         # messages are ignored here). The drop moves the epoch on, so that read's fill fails.
         for text in texts:
             self.l1.discard(text)
-            self._dropped_here(text)
+        self._dropped_here(*texts)

@@ -405,17 +405,21 @@ class AsyncCacheCore(AsyncCacheGenerations):
         elif int(written):
             self._remember(key, value, fresh, epoch)
         elif token:
-            self._counters.add("voided")
-            _concurrency.log.info(
-                "cache %r: the load of key %r was not written back: a delete or set "
-                "came while it ran (or its lease of %s s ran out)",
-                self.namespace,
-                key,
-                self.lease,
-            )
+            self._voided(key)
         else:  # a versioned set older than what is stored: our L1 must not keep it either
             self.l1.discard(key)
         return bool(int(written))
+
+    def _voided(self, key: str) -> None:
+        """A load of `key` was not written back: its lease was voided or taken over."""
+        self._counters.add("voided")
+        _concurrency.log.info(
+            "cache %r: the load of key %r was not written back: a delete or set "
+            "came while it ran (or its lease of %s s ran out)",
+            self.namespace,
+            key,
+            self.lease,
+        )
 
     async def _give_back(self, keys: CacheKeys, token: str) -> None:
         await self._redis(_VOID, keys.all, (token, CACHE_WAKE_PREFIX, "", ""))

@@ -20,7 +20,8 @@ from typing import Any
 from seawall import _scripts
 from seawall._async.cache_again import get_sweeper, schedule
 from seawall._async.cache_base import REDIS_DOWN, ms
-from seawall._async.cache_bulk import BATCH, AsyncCacheBulk
+from seawall._async.cache_bulk import AsyncCacheBulk
+from seawall._async.cache_writes import BATCH
 from seawall._concurrency import async_call_loader
 from seawall._keys import tagged
 from seawall._validate import check_seconds

@@ -256,13 +256,14 @@ class AsyncInvalidator:
                 and snapshot.discards == self._discards[snapshot.bucket]
             )
 
-    def discard_local(self, namespace: str, key: str, *, skip: L1 | None = None) -> None:
-        """Drop `key` from this process's L1s of `namespace` (a script published already)."""
-        bucket = hash((namespace, key)) % BUCKETS
+    def discard_local(self, namespace: str, *keys: str, skip: L1 | None = None) -> None:
+        """Drop `keys` from this process's L1s of `namespace` (a script published already)."""
         with self._mutex:
-            self._discards[bucket] += 1  # before the drop: a fill racing it must see it
+            for key in keys:  # before the drop: a fill racing it must see it
+                self._discards[hash((namespace, key)) % BUCKETS] += 1
         for l1 in self._targets(namespace, skip):
-            _apply(l1, "discard", key)
+            for key in keys:
+                _apply(l1, "discard", key)
 
     def clear_local(self, namespace: str | None = None, *, skip: L1 | None = None) -> None:
         """Empty this process's L1s of `namespace` (of every namespace when None)."""
@@ -295,6 +296,8 @@ class AsyncInvalidator:
             self.received += 1
             if decoded.op == message_format.DISCARD:
                 self.discard_local(decoded.namespace, decoded.key)
+            elif decoded.op == message_format.DISCARD_MANY:
+                self.discard_local(decoded.namespace, *decoded.keys)
             else:
                 generation = message_format.generation(decoded)
                 if generation is not None:

@@ -7,9 +7,10 @@ import functools
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
-from seawall._sync.cache_base import _FETCH, _STORE, _VOID, CORRUPT, REDIS_DOWN, ms
+from seawall._sync.cache_base import _FETCH, _VOID, CORRUPT, REDIS_DOWN, ms
 from seawall._sync.cache_generation import Call
 from seawall._sync.cache_tags import CacheTags
+from seawall._sync.cache_writes import BATCH
 from seawall._sync.cached_function import CachedFunction, P
 from seawall._breaker import CircuitBreaker, RateLimiter
 from seawall._cache_codec import (
@@ -34,9 +35,6 @@ from seawall._validate import (
 from seawall.errors import BloomFilterError, CacheUnavailable
 
 T = TypeVar("T")
-
-# warm() sends this many writes per pipeline round trip.
-WARM_BATCH = 1000
 
 
 # One read in this many is counted by the hot-key sketch: a few percent of an L1 hit.
@@ -334,50 +332,17 @@ class Cache(CacheTags):
         """
         entry_ttl = self._ttl(ttl)
         pairs = items.items() if isinstance(items, Mapping) else items
-        prepared = []
+        writes = []
         for key, value in pairs:
             text = self._key(key)
-            value, payload = self._encoded(value, text)
-            fresh, stale = self._entry_ttls(value, entry_ttl)
-            prepared.append((text, value, payload, fresh, stale))
-        for start in range(0, len(prepared), WARM_BATCH):
-            self._warm_batch(prepared[start : start + WARM_BATCH], self._fill_epoch())
+            writes.append(self._write(text, *self._encoded(value, text), entry_ttl))
+        for start in range(0, len(writes), BATCH):
+            # No message per key: the one below empties every other L1 of the namespace.
+            self._set_entries(writes[start : start + BATCH], publish=False, guarded=False)
         # One message for the lot: every other L1 of this namespace starts afresh.
         self._client.publish(*self._invalidation(None))
         self._invalidator_here().clear_local(self.namespace, skip=self.l1)
-        return len(prepared)
-
-    def _warm_batch(
-        self, batch: list[tuple[str, Any, bytes, float, float]], epoch: int | None
-    ) -> None:
-        """Write a batch (one pipelined round trip on one server, one script per entry on
-        Cluster), then put it in our L1 (as set() does, after the write: a read that began
-        before it cannot keep the old value here)."""
-        lead = self._lead(0.0)
-
-        def calls_at(generation: int) -> list[Call]:
-            return [
-                (
-                    _STORE,
-                    cache_keys(self.namespace, text, generation).all,
-                    (
-                        "",
-                        payload,
-                        ms(fresh + stale),
-                        ms(stale) if stale else 0,
-                        0,
-                        CACHE_WAKE_PREFIX,
-                        "",
-                        "",
-                        0,
-                        lead,
-                    ),
-                )
-                for text, _value, payload, fresh, stale in batch
-            ]
-
-        self._at_current(calls_at, guarded=False)
-        self.l1.replace([(text, value, fresh) for text, value, _, fresh, _ in batch], epoch)
+        return len(writes)
 
     def cached(
         self,

@@ -21,7 +21,8 @@ from typing import Any
 from seawall import _scripts
 from seawall._sync.cache_again import get_sweeper, schedule
 from seawall._sync.cache_base import REDIS_DOWN, ms
-from seawall._sync.cache_bulk import BATCH, CacheBulk
+from seawall._sync.cache_bulk import CacheBulk
+from seawall._sync.cache_writes import BATCH
 from seawall._concurrency import call_loader
 from seawall._keys import tagged
 from seawall._validate import check_seconds

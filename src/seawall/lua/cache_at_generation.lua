@@ -1,10 +1,11 @@
--- Prepended to cache_store.lua and cache_void.lua on one server: run the script only if
--- the entry's keys name the namespace's current generation (see Cache.clear()).
+-- Prepended to cache_store.lua, cache_store_many.lua and cache_void.lua on one server: run
+-- the script only if the entries' keys name the namespace's current generation (see
+-- Cache.clear()).
 -- KEYS[#KEYS] the namespace's generation key, taken off KEYS before the script runs
 -- ARGV[#ARGV] the generation the entry's keys name (decimal), taken off ARGV likewise
 -- returns {generation} (decimal; "0" for an absent key, or one holding no generation)
 --         without touching anything when the key holds another generation; else what
---         the script returns (an integer)
+--         the script returns (an integer, or a list of integers: never a string)
 --
 -- So a write or delete from a process that has not yet heard of a clear cannot miss the
 -- new generation: it is refused, and made again under the one returned, in the same

@@ -1,4 +1,5 @@
 -- Write a cache entry, only under a current load lease (or unconditionally), and wake waiters.
+-- Runs after cache_write.lua (write_entry).
 -- KEYS[1] value: "<stale window ms>:<load ms>:<payload>"     KEYS[2] load lease
 -- KEYS[3] waiting processes (set of ids)     KEYS[4] hit marker
 -- KEYS[5] (optional, explicit sets only) the entry's version
@@ -49,31 +50,9 @@ if KEYS[5] then
   end
   redis.call('set', KEYS[5], ARGV[11], 'PX', ARGV[3])
 end
-if ARGV[1] ~= '' and redis.call('get', KEYS[2]) ~= ARGV[1] then
-  if redis.call('get', KEYS[1]) == entry then
-    return 1
-  end
+if write_entry(KEYS[1], KEYS[2], KEYS[3], KEYS[4], ARGV[1], entry, ARGV[2], ARGV[3], ARGV[4],
+               ARGV[6], tonumber(ARGV[9] or '0'), tonumber(ARGV[10] or '0') or 0) == 0 then
   return 0
-end
-local fresh = tonumber(ARGV[3]) - tonumber(ARGV[4])
-local lead = tonumber(ARGV[10] or '0') or 0
-redis.call('set', KEYS[1], entry, 'PX', ARGV[3])
-if fresh > lead then
-  redis.call('del', KEYS[2])
-  redis.call('set', KEYS[4], string.format('%d', lead), 'PX', fresh - lead)
-else
-  redis.call('del', KEYS[2], KEYS[4])
-end
-local waiting = redis.call('smembers', KEYS[3])
-local wake = string.format('%d:%s', #KEYS[1], KEYS[1])
-if ARGV[1] ~= '' and #ARGV[2] <= tonumber(ARGV[9] or '0') then
-  wake = wake .. ARGV[1] .. ':' .. string.format('%d', fresh) .. ':' .. ARGV[2]
-end
-for _, id in ipairs(waiting) do
-  redis.call('publish', ARGV[6] .. id, wake)
-end
-if #waiting > 0 then
-  redis.call('del', KEYS[3])
 end
 if ARGV[7] ~= '' then
   redis.call('publish', ARGV[7], ARGV[8])
