@@ -243,3 +243,32 @@ def test_write_back_with_redis_frozen_and_a_breaker_answers(
     assert breaker.state == "open"
     print(f"\nget_or_load_many with Redis frozen during the load took {took:.2f} s")
     assert took < 4.0, took  # one bounded wait (socket_timeout or call_timeout), not one per key
+
+
+def test_the_followers_invalidation_is_one_pipeline_per_node(target: Target) -> None:
+    """What `seawall follow` runs for a batch of row changes: every entry voided (L2, and
+    another process's L1 once told) in one round trip on one server, and on Cluster one
+    read of the generation, then one pipeline per primary, not a script call per key."""
+    from seawall.cdc._invalidate import invalidate, new_sender
+
+    reader = seawall.Cache(target.sync(), "fol", ttl=60, hot_keys=0)
+    assert reader._invalidator_here().wait_listening(10)
+    reader.set_many(dict.fromkeys(KEYS, "old"))
+    assert reader.get_many(KEYS) == dict.fromkeys(KEYS, "old")  # kept in its L1 too
+    client = target.sync()
+    generations: dict[str, int] = {}
+    # The script is loaded on every primary (a first NOSCRIPT sends the batch again).
+    invalidate(client, [("fol", f"warm {slot}") for slot in range(30)], new_sender(), generations)
+    before = command_calls(target)
+    with requests_sent() as sent:
+        assert invalidate(client, [("fol", key) for key in KEYS], new_sender(), generations) == 100
+    calls = calls_during(target, before)
+    assert calls["evalsha"] == 100, calls
+    if target.cluster:
+        assert sent.count <= 4, sent.count  # the generation's MGET, three primaries
+    else:
+        assert sent.count == 1, sent.count
+    deadline = time.monotonic() + 5
+    while reader.get_many(KEYS):
+        assert time.monotonic() < deadline, "entries the follower voided were still read"
+        time.sleep(0.01)

@@ -40,7 +40,6 @@ from redis.exceptions import NoScriptError
 from seawall import _concurrency, _scripts
 from seawall import _invalidation_message as message_format
 from seawall._async.cache_base import _VOID, AsyncCacheBase
-from seawall._async.scripts import run_script
 from seawall._cache_codec import CACHE_WAKE_PREFIX, cache_keys, generation_key, parse_generation
 
 _GENERATION = _scripts.load("cache_generation")
@@ -108,7 +107,7 @@ async def void_entries(
     invalidation channel, message) each, under each namespace's generation as Redis
     holds it (see the module's docstring). One pipelined round trip on one server when
     `generations` (namespace -> generation, updated here) guessed right; on Cluster one
-    read of the generations, then one script per entry. The first error is raised: the
+    read of the generations, then one pipeline per node. The first error is raised: the
     caller retries the lot (deleting twice is harmless). What the change-log follower
     runs, so it deletes as Cache.delete_many does."""
 
@@ -123,8 +122,7 @@ async def void_entries(
         generations.update(
             (name, parse_generation(reply)) for name, reply in zip(names, found, strict=True)
         )
-        for entry in entries:
-            await run_script(client, *call(entry, generations[entry[0]]))
+        await pipelined(client, [call(entry, generations[entry[0]]) for entry in entries])
         return
     pending = list(entries)
     while pending:

@@ -41,7 +41,6 @@ from redis.exceptions import NoScriptError
 from seawall import _concurrency, _scripts
 from seawall import _invalidation_message as message_format
 from seawall._sync.cache_base import _VOID, CacheBase
-from seawall._sync.scripts import run_script
 from seawall._cache_codec import CACHE_WAKE_PREFIX, cache_keys, generation_key, parse_generation
 
 _GENERATION = _scripts.load("cache_generation")
@@ -109,7 +108,7 @@ def void_entries(
     invalidation channel, message) each, under each namespace's generation as Redis
     holds it (see the module's docstring). One pipelined round trip on one server when
     `generations` (namespace -> generation, updated here) guessed right; on Cluster one
-    read of the generations, then one script per entry. The first error is raised: the
+    read of the generations, then one pipeline per node. The first error is raised: the
     caller retries the lot (deleting twice is harmless). What the change-log follower
     runs, so it deletes as Cache.delete_many does."""
 
@@ -124,8 +123,7 @@ def void_entries(
         generations.update(
             (name, parse_generation(reply)) for name, reply in zip(names, found, strict=True)
         )
-        for entry in entries:
-            run_script(client, *call(entry, generations[entry[0]]))
+        pipelined(client, [call(entry, generations[entry[0]]) for entry in entries])
         return
     pending = list(entries)
     while pending:

@@ -37,8 +37,9 @@ def invalidate(
     sender: str,
     generations: dict[str, int] | None = None,
 ) -> int:
-    """Void every (namespace, key) in one pipelined round trip (one script per key on
-    Cluster), exactly as Cache.delete_many does; returns how many. `generations`: the
+    """Void every (namespace, key) in one pipelined round trip (one per node on Cluster,
+    after one read of the generations), exactly as Cache.delete_many does; returns how
+    many. `generations`: the
     namespaces' generations seen by the last call (updated here), so the round trip
     names the right keys at once.
 
