@@ -399,7 +399,9 @@ class AsyncCacheCore(AsyncCacheGenerations):
                     return [(_STORE, entry.all, args)]
                 return [(_STORE, (*entry.all, entry.version), [*args, version])]
 
-            (written,) = await self._at_current(calls_at, guarded=True)
+            (written,) = await self._at_current(
+                calls_at, guarded=True, versioned=version is not None
+            )
         if int(written) and not token:
             self.l1.replace([(key, value, fresh)], epoch)  # an explicit set: see L1.replace
         elif int(written):

@@ -309,7 +309,7 @@ class Cache(CacheTags):
             keys = cache_keys(self.namespace, text, generation)
             return [(_VOID, (*keys.all, keys.version), args)]
 
-        (done,) = self._at_current(calls_at, guarded=False)
+        (done,) = self._at_current(calls_at, guarded=False, versioned=True)
         self.l1.discard(text)
         self._dropped_here(text)
         return int(done) == 1

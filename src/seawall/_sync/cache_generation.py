@@ -17,9 +17,9 @@ the new one, from a database read older than the delete, write back. So on one s
 every write script runs behind a check of the generation it names (cache_at_generation.lua,
 in the same script call: no extra round trip), and a refused one is made again under the
 generation the check returns. On Cluster, where the generation key has a slot of its own,
-a write reads it first (one more round trip). Either way the generation written under was
-current after the caller's own database write, and any load under a later one started
-after that.
+a write reads it in the same pipelined round trip and is made again if it named another.
+Either way the generation written under was current after the caller's own database
+write, and any load under a later one started after that.
 
 A generation key is never trusted to go back. Read below the highest generation this
 process saw, it was lost (evicted, deleted, a failover to a replica without it): a new
@@ -69,11 +69,11 @@ def refused(reply: Any) -> int | None:
     return None
 
 
-def pipelined(client: Any, calls: Sequence[Call]) -> list[Any]:
+def pipelined(client: Any, calls: Sequence[Call], read: str | None = None) -> list[Any]:
     """Run `calls` in one pipelined round trip (on Cluster, one per node, all sent before
-    any reply is read). After a NOSCRIPT (a restarted or flushed server) the scripts are
-    loaded (on every primary of a Cluster) and the whole lot sent again: every cache
-    script may run twice."""
+    any reply is read), after a GET of `read` if given (its reply comes first). After a
+    NOSCRIPT (a restarted or flushed server) the scripts are loaded (on every primary of
+    a Cluster) and the whole lot sent again: every cache script may run twice."""
 
     cluster = isinstance(client, redis.cluster.RedisCluster)
     if cluster:
@@ -83,6 +83,9 @@ def pipelined(client: Any, calls: Sequence[Call]) -> list[Any]:
 
     def send() -> list[Any]:
         pipe = client.pipeline(transaction=False)
+        if read is not None:
+            node = {"target_nodes": client.get_node_from_key(read)} if cluster else {}
+            pipe.execute_command("GET", read, **node)
         for script, keys, args in calls:
             # Not pipe.evalsha(), which a Cluster pipeline refuses. Routed here on Cluster:
             # redis-py's sync cluster pipeline would ask a server for the keys of each
@@ -188,19 +191,23 @@ class CacheGenerations(CacheBase):
         return generation
 
     def _at_current(
-        self, calls_at: Callable[[int], list[Call]], *, guarded: bool
+        self, calls_at: Callable[[int], list[Call]], *, guarded: bool, versioned: bool = False
     ) -> list[Any]:
         """The replies of the calls `calls_at(generation)` makes for the namespace's
         generation as Redis holds it when they run (see the module's docstring). Held to
-        a connection slot, and to the breaker if `guarded`."""
-        if isinstance(self._client, redis.cluster.RedisCluster):
-            generation = self._generation_read(guarded=guarded)
-            return self._calls(calls_at(generation), guarded)
+        a connection slot, and to the breaker if `guarded`. `versioned`: the calls write a
+        key's version, which every generation shares, so on Cluster they are never made
+        under a generation that may prove stale."""
         invalidator = self._invalidator_here()
         token = invalidator.generation_token()
         known = invalidator.known_generation(self.namespace)
         generation = invalidator.highest_generation(self.namespace) if known is None else known
         made = calls_at(generation)
+        if isinstance(self._client, redis.cluster.RedisCluster):
+            if versioned:
+                generation = self._generation_read(guarded=guarded)
+                return self._calls(calls_at(generation), guarded)
+            return self._at_current_on_cluster(calls_at, made, generation, token, guarded)
         replies: list[Any] = [None] * len(made)
         pending = list(range(len(made)))
         while True:
@@ -223,6 +230,29 @@ class CacheGenerations(CacheBase):
             # lost): name entries with the generation Redis holds, and write again.
             generation = self._generation_seen(current, token)
             made, pending = calls_at(generation), again
+
+    def _at_current_on_cluster(
+        self,
+        calls_at: Callable[[int], list[Call]],
+        made: list[Call],
+        guess: int,
+        token: int | None,
+        guarded: bool,
+    ) -> list[Any]:
+        """_at_current on Cluster, where a script cannot read the generation's key (a slot
+        of its own): the calls `made` under the generation this process knows go in the
+        same pipelined round trip as a GET of that key. Read after the caller's database
+        write, the key still at `guess` means any load under a later generation starts
+        after that write, so the calls stand whichever of them ran first; at another
+        generation, they are made again under it (the first ones touched only entries of
+        a generation nobody reads any more: never a version, see `versioned`)."""
+        key = generation_key(self.namespace)
+        send = functools.partial(pipelined, self._client, made, key)
+        read, *replies = self._held((key,), send, guarded)
+        generation = self._generation_seen(parse_generation(read), token)
+        if generation == guess:
+            return list(replies)
+        return self._calls(calls_at(generation), guarded)
 
     def _calls(self, calls: Sequence[Call], guarded: bool) -> list[Any]:
         """The replies of script calls: a single one run alone, more pipelined in one round
