@@ -161,11 +161,14 @@ class AsyncCacheBulk(AsyncCacheCore):
         tokens = {key: secrets.token_hex(16) for key in rest}
         replies = await self._fetch_many([(entries[key], tokens[key]) for key in rest])
         elected: list[K] = []
+        refreshing: set[K] = set()  # elected to refresh a stale value others may hold
         waiting: list[K] = []
         for key, reply in zip(rest, replies, strict=True):
             status = int(reply[0])
             if status in (MISS_LOAD, STALE_REFRESH):
                 elected.append(key)  # a stale one elected for refresh is loaded now too
+                if status == STALE_REFRESH:
+                    refreshing.add(key)
                 self._counters.add("misses")
             elif status == MISS_WAIT:
                 waiting.append(key)
@@ -194,7 +197,9 @@ class AsyncCacheBulk(AsyncCacheCore):
         if elected and marks:
             await self._tag(marks, [wanted[key] for key in elected], ttl)
         if elected:
-            await self._load_elected(elected, wanted, entries, tokens, loader, ttl, epoch, result)
+            await self._load_elected(
+                elected, wanted, entries, tokens, loader, ttl, epoch, result, refreshing
+            )
         for key in waiting:
             result[key] = await self.get_or_load(
                 wanted[key], functools.partial(_one, loader, key), ttl, tags=marks or None
@@ -232,6 +237,7 @@ class AsyncCacheBulk(AsyncCacheCore):
         ttl: float | None,
         epoch: int | None,
         result: dict[K, Any],
+        refreshing: set[K],
     ) -> None:
         started = _concurrency.monotonic()
         try:
@@ -257,7 +263,17 @@ class AsyncCacheBulk(AsyncCacheCore):
             text = wanted[key]
             result[key] = value
             try:
-                await self._store(entries[key], text, tokens[key], value, payload, took, ttl, epoch)
+                await self._store(
+                    entries[key],
+                    text,
+                    tokens[key],
+                    value,
+                    payload,
+                    took,
+                    ttl,
+                    epoch,
+                    announce=key in refreshing,  # see _store
+                )
             except REDIS_DOWN:
                 if self.breaker is None:
                     raise

@@ -162,11 +162,14 @@ class CacheBulk(CacheCore):
         tokens = {key: secrets.token_hex(16) for key in rest}
         replies = self._fetch_many([(entries[key], tokens[key]) for key in rest])
         elected: list[K] = []
+        refreshing: set[K] = set()  # elected to refresh a stale value others may hold
         waiting: list[K] = []
         for key, reply in zip(rest, replies, strict=True):
             status = int(reply[0])
             if status in (MISS_LOAD, STALE_REFRESH):
                 elected.append(key)  # a stale one elected for refresh is loaded now too
+                if status == STALE_REFRESH:
+                    refreshing.add(key)
                 self._counters.add("misses")
             elif status == MISS_WAIT:
                 waiting.append(key)
@@ -195,7 +198,9 @@ class CacheBulk(CacheCore):
         if elected and marks:
             self._tag(marks, [wanted[key] for key in elected], ttl)
         if elected:
-            self._load_elected(elected, wanted, entries, tokens, loader, ttl, epoch, result)
+            self._load_elected(
+                elected, wanted, entries, tokens, loader, ttl, epoch, result, refreshing
+            )
         for key in waiting:
             result[key] = self.get_or_load(
                 wanted[key], functools.partial(_one, loader, key), ttl, tags=marks or None
@@ -233,6 +238,7 @@ class CacheBulk(CacheCore):
         ttl: float | None,
         epoch: int | None,
         result: dict[K, Any],
+        refreshing: set[K],
     ) -> None:
         started = _concurrency.monotonic()
         try:
@@ -258,7 +264,17 @@ class CacheBulk(CacheCore):
             text = wanted[key]
             result[key] = value
             try:
-                self._store(entries[key], text, tokens[key], value, payload, took, ttl, epoch)
+                self._store(
+                    entries[key],
+                    text,
+                    tokens[key],
+                    value,
+                    payload,
+                    took,
+                    ttl,
+                    epoch,
+                    announce=key in refreshing,  # see _store
+                )
             except REDIS_DOWN:
                 if self.breaker is None:
                     raise

@@ -9,8 +9,10 @@
 -- ARGV[3] id of the calling process's wake-up channel ("" = do not queue it)
 -- ARGV[4] "1" to treat a fresh value as stale (an early refresh)
 -- returns {1, payload, fresh ms, load ms}  fresh value (fresh ms: time left before stale)
---         {2, payload, fresh ms, load ms}  stale value; the caller took the lease to refresh
---         {3, payload, fresh ms, load ms}  stale value; someone else refreshes it
+--         {2, payload, fresh ms, load ms, ttl ms}  stale value; the caller took the lease
+--                                                  to refresh (ttl ms: left before the
+--                                                  value's real expiry)
+--         {3, payload, fresh ms, load ms, ttl ms}  stale value; someone else refreshes it
 --         {4}                              miss; the caller took the lease to load
 --         {5, lease pttl, lease token}     miss; someone else loads (caller queued by ARGV[3])
 --
@@ -46,9 +48,9 @@ if stored then
     return {1, payload, fresh, took}
   end
   if take() then
-    return {2, payload, fresh, took}
+    return {2, payload, fresh, took, pttl}
   end
-  return {3, payload, fresh, took}
+  return {3, payload, fresh, took, pttl}
 end
 if take() then
   return {4}
