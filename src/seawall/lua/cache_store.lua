@@ -58,22 +58,20 @@ end
 local fresh = tonumber(ARGV[3]) - tonumber(ARGV[4])
 local lead = tonumber(ARGV[10] or '0') or 0
 redis.call('set', KEYS[1], entry, 'PX', ARGV[3])
+-- The waiters are read first, so that one DEL drops the lease and their set together.
+local waiting = redis.call('smembers', KEYS[3])
 if fresh > lead then
-  redis.call('del', KEYS[2])
+  redis.call('del', KEYS[2], KEYS[3])
   redis.call('set', KEYS[4], string.format('%d', lead), 'PX', fresh - lead)
 else
-  redis.call('del', KEYS[2], KEYS[4])
+  redis.call('del', KEYS[2], KEYS[3], KEYS[4])
 end
-local waiting = redis.call('smembers', KEYS[3])
 local wake = string.format('%d:%s', #KEYS[1], KEYS[1])
 if ARGV[1] ~= '' and #ARGV[2] <= tonumber(ARGV[9] or '0') then
   wake = wake .. ARGV[1] .. ':' .. string.format('%d', fresh) .. ':' .. ARGV[2]
 end
 for _, id in ipairs(waiting) do
   redis.call('publish', ARGV[6] .. id, wake)
-end
-if #waiting > 0 then
-  redis.call('del', KEYS[3])
 end
 if ARGV[7] ~= '' then
   redis.call('publish', ARGV[7], ARGV[8])
