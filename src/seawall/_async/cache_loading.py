@@ -79,6 +79,11 @@ class AsyncCacheCore(AsyncCacheGenerations):
         self._cached_waker: tuple[object, AsyncCacheWaker] | None = None
         # Refreshes a flight's leader starts after answering (see _refresh_soon).
         self._deferred: dict[tuple[object, str], Callable[[], Any]] = {}
+        # Whether a flight's leader reads plainly (MGET) before the fetch script: not after
+        # a read that found nothing fresh, until the script finds a value fresh again. A
+        # miss or stale value in a run of them then costs one round trip, not two; a hit
+        # mistaken for one costs a script call instead of an MGET, never a round trip more.
+        self._plain_first = True
         # (scope, key) -> (until, L1 epoch, value): stale answers still shared (_share_stale).
         self._shared_stale: OrderedDict[tuple[object, str], tuple[float, int, Any]] = OrderedDict()
 
@@ -190,9 +195,11 @@ class AsyncCacheCore(AsyncCacheGenerations):
         self, key: str, loader: Callable[[], Any], ttl: float | None
     ) -> tuple[Any, str]:
         """The value, and what callers sharing this flight count in stats()."""
-        found = await self._hit(key)
-        if found is not MISSING:
-            return found, "l2_hits" if found is not None else "absent_hits"
+        if self._plain_first:
+            found = await self._hit(key)
+            if found is not MISSING:
+                return found, "l2_hits" if found is not None else "absent_hits"
+            self._plain_first = False
         epoch = self._fill_epoch()  # before the generation: see _new_generation
         keys = self._known_keys(key) or await self._read_keys(key)
         waker = self._waker()
@@ -296,6 +303,7 @@ class AsyncCacheCore(AsyncCacheGenerations):
             return await self._replace_corrupt(keys, key, loader, ttl, epoch), "waits"
         fresh = int(reply[2]) / 1000
         if status == FRESH:
+            self._plain_first = True
             kind = "l2_hits" if value is not None else "absent_hits"
             self._counters.add(kind)
             self._remember(key, value, fresh, epoch)
