@@ -261,3 +261,30 @@ def test_a_shared_stale_value_is_not_served_past_its_real_expiry(
 
         stats = asyncio.run(main())
     assert stats.stale_served == 1 and stats.waits == 1
+
+
+# --- the refresh starts on a thread that already runs (sync) ---------------------------------
+
+
+def test_sync_refreshes_run_on_reused_threads(standalone: Target) -> None:
+    # Thread.start() waits for the new thread to run: among a process's waking threads,
+    # the caller that starts a refresh would wait its turn for the GIL twice more. So the
+    # refresh goes to a pool thread that is waiting for work, started only when none is.
+    cache = seawall.Cache(standalone.sync(), "reuse", ttl=0.1, stale_ttl=30, jitter=0)
+    ran_on: list[threading.Thread] = []
+
+    def loader() -> str:
+        ran_on.append(threading.current_thread())
+        return "v"
+
+    assert cache.get_or_load("k", loader) == "v"  # loaded by the caller itself
+    before: list[threading.Thread] = []
+    for refreshes in (1, 2, 3):
+        time.sleep(0.15)  # stale
+        before = threading.enumerate()
+        assert cache.get_or_load("k", loader) == "v"
+        until(lambda refreshes=refreshes: len(ran_on) == 1 + refreshes, 5.0)
+        if refreshes > 1:  # the first may have started the pool's thread
+            assert ran_on[-1] in before
+    assert ran_on[0] is threading.current_thread()
+    assert {thread.name for thread in ran_on[1:]} == {"seawall-background"}

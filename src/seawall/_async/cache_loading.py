@@ -30,6 +30,7 @@ from seawall._concurrency import (
     AsyncEvent,
     async_background,
     async_call_loader,
+    async_detach,
     async_scope,
     async_sleep,
     async_spawn,
@@ -125,7 +126,7 @@ class AsyncCacheCore(AsyncCacheGenerations):
                     if done is not None:
                         done.set()
                     if refresh is not None:
-                        async_spawn(refresh, f"seawall-cache-refresh {key!r}")
+                        async_detach(refresh, f"seawall-cache-refresh {key!r}")
                 return flight.value
             assert done is not None
             if not await done.wait(self.wait_timeout):

@@ -31,6 +31,7 @@ from seawall._concurrency import (
     Event,
     background,
     call_loader,
+    detach,
     scope,
     sleep,
     spawn,
@@ -126,7 +127,7 @@ class CacheCore(CacheGenerations):
                     if done is not None:
                         done.set()
                     if refresh is not None:
-                        spawn(refresh, f"seawall-cache-refresh {key!r}")
+                        detach(refresh, f"seawall-cache-refresh {key!r}")
                 return flight.value
             assert done is not None
             if not done.wait(self.wait_timeout):
