@@ -10,14 +10,13 @@ for as get_or_load waits, each one loaded alone only if that load is abandoned.
 from __future__ import annotations
 
 import functools
-import secrets
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import redis.asyncio.cluster
 from redis.exceptions import NoScriptError
 
-from seawall import _concurrency
+from seawall import _concurrency, _tokens
 from seawall._async.cache_base import _FETCH, _STORE, REDIS_DOWN, ms, stored_payload
 from seawall._async.cache_base import CORRUPT as CORRUPT_VALUE
 from seawall._async.cache_generation import Call
@@ -158,7 +157,7 @@ class AsyncCacheBulk(AsyncCacheCore):
         rest = await self._plain_hits(rest, wanted, entries, epoch, result)
         if not rest:
             return
-        tokens = {key: secrets.token_hex(16) for key in rest}
+        tokens = {key: _tokens.token_hex() for key in rest}
         replies = await self._fetch_many([(entries[key], tokens[key]) for key in rest])
         elected: list[K] = []
         refreshing: set[K] = set()  # elected to refresh a stale value others may hold

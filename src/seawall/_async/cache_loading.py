@@ -15,12 +15,11 @@ write-back: a clear() meanwhile leaves its value in the old generation, never re
 from __future__ import annotations
 
 import functools
-import secrets
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from seawall import _concurrency
+from seawall import _concurrency, _tokens
 from seawall._async.cache_base import _FETCH, _STORE, _VOID, CORRUPT, REDIS_DOWN, ms
 from seawall._async.cache_generation import AsyncCacheGenerations, Call
 from seawall._async.cache_waker import AsyncCacheWaker, Watch, get_cache_waker
@@ -209,7 +208,7 @@ class AsyncCacheCore(AsyncCacheGenerations):
         waited = False
         try:
             while True:
-                token = secrets.token_hex(16)
+                token = _tokens.token_hex()
                 sent = _concurrency.monotonic()
                 if watch is not None:
                     watch.reset()  # before the fetch: a wake-up during it stays set
@@ -353,7 +352,7 @@ class AsyncCacheCore(AsyncCacheGenerations):
         ttl: float | None,
         epoch: int | None,
     ) -> Any:
-        token = secrets.token_hex(16)
+        token = _tokens.token_hex()
         reply = await self._fetch(keys, token, "", True)
         if int(reply[0]) in (STALE_REFRESH, MISS_LOAD):
             return await self._load_and_store(keys, key, loader, ttl, token, epoch)
@@ -518,7 +517,7 @@ class AsyncCacheCore(AsyncCacheGenerations):
         try:
             epoch = self._fill_epoch()
             if token is None:
-                token = secrets.token_hex(16)
+                token = _tokens.token_hex()
                 reply = await self._fetch(keys, token, "", True)
                 if int(reply[0]) not in (STALE_REFRESH, MISS_LOAD):
                     return  # another process refreshes it

@@ -16,12 +16,11 @@ write-back: a clear() meanwhile leaves its value in the old generation, never re
 from __future__ import annotations
 
 import functools
-import secrets
 from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from seawall import _concurrency
+from seawall import _concurrency, _tokens
 from seawall._sync.cache_base import _FETCH, _STORE, _VOID, CORRUPT, REDIS_DOWN, ms
 from seawall._sync.cache_generation import CacheGenerations, Call
 from seawall._sync.cache_waker import CacheWaker, Watch, get_cache_waker
@@ -210,7 +209,7 @@ class CacheCore(CacheGenerations):
         waited = False
         try:
             while True:
-                token = secrets.token_hex(16)
+                token = _tokens.token_hex()
                 sent = _concurrency.monotonic()
                 if watch is not None:
                     watch.reset()  # before the fetch: a wake-up during it stays set
@@ -354,7 +353,7 @@ class CacheCore(CacheGenerations):
         ttl: float | None,
         epoch: int | None,
     ) -> Any:
-        token = secrets.token_hex(16)
+        token = _tokens.token_hex()
         reply = self._fetch(keys, token, "", True)
         if int(reply[0]) in (STALE_REFRESH, MISS_LOAD):
             return self._load_and_store(keys, key, loader, ttl, token, epoch)
@@ -519,7 +518,7 @@ class CacheCore(CacheGenerations):
         try:
             epoch = self._fill_epoch()
             if token is None:
-                token = secrets.token_hex(16)
+                token = _tokens.token_hex()
                 reply = self._fetch(keys, token, "", True)
                 if int(reply[0]) not in (STALE_REFRESH, MISS_LOAD):
                     return  # another process refreshes it
