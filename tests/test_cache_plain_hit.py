@@ -219,3 +219,46 @@ def _all_calls(r: Any, cluster: bool) -> dict[str, int]:
 
 def _never() -> Any:
     raise AssertionError("a fresh hit must not load")
+
+
+def test_after_a_miss_the_next_read_goes_straight_to_the_script(target: Target, world: str) -> None:
+    # A plain read that finds nothing fresh costs a round trip more than the script alone:
+    # in a run of misses only the first pays it. A fresh value found by the script turns
+    # plain reads back on: of 10 hits, the first is a script call, the 9 others plain.
+    r = target.sync()
+    keys = [f"m{i}" for i in range(10)]
+    if world == "sync":
+        cache = seawall.Cache(target.sync(), "runs", l1_size=0, hot_keys=0)
+        _reset_stats(r, target.cluster)
+        loaded = [cache.get_or_load(key, lambda key=key: key.upper()) for key in keys]
+        misses = _all_calls(r, target.cluster)
+        _reset_stats(r, target.cluster)
+        hits = [cache.get_or_load(key, _never) for key in keys]
+        stats = cache.stats()
+    else:
+
+        async def main() -> tuple[list[Any], dict[str, int], list[Any], Any]:
+            client = target.aio()
+            try:
+                acache = seawall.aio.Cache(client, "runs", l1_size=0, hot_keys=0)
+                _reset_stats(r, target.cluster)
+                found = [await acache.get_or_load(key, key.upper) for key in keys]
+                sent = _all_calls(r, target.cluster)
+                _reset_stats(r, target.cluster)
+                again = [await acache.get_or_load(key, _never) for key in keys]
+                return found, sent, again, acache.stats()
+            finally:
+                await client.aclose()
+
+        loaded, misses, hits, stats = asyncio.run(main())
+    assert loaded == hits == [key.upper() for key in keys]
+    # 10 fetches and 10 write-backs; one plain read, the first.
+    assert _reads(misses) == (1, 20), misses
+    assert _reads(_all_calls(r, target.cluster)) == (9, 1)
+    assert (stats.loads, stats.l2_hits) == (10, 10)
+
+
+def _reads(calls: dict[str, int]) -> tuple[int, int]:
+    """(plain reads, script calls): every script call is an EVALSHA first (one a node
+    answers NOSCRIPT is sent again as EVAL, which is not counted)."""
+    return calls["mget"], calls["evalsha"]

@@ -257,6 +257,20 @@ def run_soon(call: Callable[[], Any], what: str) -> None:
     on_pool(functools.partial(background, call, what, cleanup=False))
 
 
+def async_detach(call: Callable[[], Awaitable[Any]], what: str) -> None:
+    """Run `call` in the background, outliving the caller, which does not wait for it to
+    start: a task here; in sync code a reused daemon thread of a pool with no bound
+    (Thread.start() waits for the new thread to run: among many runnable threads, that
+    is the caller's own wait for its turn, twice). Errors are logged."""
+    async_background(call, what, cleanup=False)
+
+
+def detach(call: Callable[[], Any], what: str) -> None:
+    from seawall._fanout import run_detached
+
+    run_detached(functools.partial(background, call, what, cleanup=False))
+
+
 def async_spawn(
     call: Callable[[], Awaitable[Any]], what: str, *, cleanup: bool = False
 ) -> None:

@@ -158,10 +158,33 @@ def run_soon(call: Callable[[], Any]) -> None:
     pool.submit(lambda _: call(), None)
 
 
+# Background jobs that may run as long as a user's function does (a cache refresh calls
+# the loader): a pool of their own, so they never hold up a renewal, and with no bound, so
+# they never queue behind each other. Threads are reused: Thread.start() waits for the new
+# thread to run, which a caller in a crowd of runnable threads pays for dearly.
+DETACHED_POOL_SIZE = 2**31
+DETACHED_POOL_LINGER = 2
+_detached_pool: _NodePool | None = None
+
+
+def run_detached(call: Callable[[], Any]) -> None:
+    """Run `call` on a pool thread, at once, without waiting for that thread to start (a
+    new one only when none is idle). Errors are the caller's to catch: dropped here."""
+    global _detached_pool
+    with _node_pool_mutex:
+        if _detached_pool is None:
+            _detached_pool = _NodePool(
+                DETACHED_POOL_SIZE, "seawall-background", DETACHED_POOL_LINGER
+            )
+        pool = _detached_pool
+    pool.submit(lambda _: call(), None)
+
+
 def _forget_node_pool() -> None:
     # The parent's threads (and connections' states) do not carry over into a forked child.
-    global _node_pool, _node_pool_mutex, _work_pool
+    global _node_pool, _node_pool_mutex, _work_pool, _detached_pool
     _node_pool, _node_pool_mutex, _work_pool = None, threading.Lock(), None
+    _detached_pool = None
     _in_flight.clear()
     _answering.clear()
     _parked.clear()

@@ -130,15 +130,19 @@ class AsyncCacheWrites(AsyncCacheCore):
         token: str,
         took: float,
         epoch: int | None,
+        *,
+        announce: bool = False,
     ) -> None:
         """Write loaded values back into `entries`, the generation their load began in,
         each only if its lease still holds `token` (a delete or set meanwhile voided it), as
-        get_or_load writes one back; kept in our L1 if written. With a circuit breaker,
-        Redis being away leaves them unwritten, and the caller still gets them."""
+        get_or_load writes one back; kept in our L1 if written. `announce`: publish an
+        invalidation of these keys, as set() does (refreshes of stale values, which other
+        processes may be serving). With a circuit breaker, Redis being away leaves them
+        unwritten, and the caller still gets them."""
         for start in range(0, len(writes), BATCH):
             batch, keys = writes[start : start + BATCH], entries[start : start + BATCH]
             groups = store_groups(keys, self._on_cluster())
-            calls = self._store_calls(batch, keys, groups, token, took, publish=False)
+            calls = self._store_calls(batch, keys, groups, token, took, publish=announce)
             try:
                 replies = await self._calls(calls, guarded=True)
             except REDIS_DOWN:
@@ -150,10 +154,18 @@ class AsyncCacheWrites(AsyncCacheCore):
                     len(writes) - start,
                 )
                 return
+            announced = []
             for group, reply in zip(groups, replies, strict=True):
                 for index, written in zip(group, reply, strict=True):
                     write = batch[index]
-                    if int(written):
-                        self._remember(write.text, write.value, write.fresh, epoch)
-                    else:
+                    if not int(written):
                         self._voided(write.text)
+                    elif announce:
+                        announced.append(write)
+                    else:
+                        self._remember(write.text, write.value, write.fresh, epoch)
+            if announced:
+                # As an announced single store: see L1.replace; our own message skips the
+                # other L1s of this process, so they are told here.
+                self.l1.replace([(w.text, w.value, w.fresh) for w in announced], epoch)
+                self._dropped_here(*(write.text for write in announced))

@@ -11,13 +11,12 @@ for as get_or_load waits, each one loaded alone only if that load is abandoned.
 from __future__ import annotations
 
 import functools
-import secrets
 from collections.abc import Callable, Hashable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import redis.cluster
 
-from seawall import _concurrency
+from seawall import _concurrency, _tokens
 from seawall._sync.cache_base import _FETCH, REDIS_DOWN, ms, stored_payload
 from seawall._sync.cache_base import CORRUPT as CORRUPT_VALUE
 from seawall._sync.cache_generation import Call
@@ -148,14 +147,17 @@ class CacheBulk(CacheWrites):
         rest = self._plain_hits(rest, wanted, entries, epoch, result)
         if not rest:
             return
-        token = secrets.token_hex(16)  # the lease token of every key this call loads
+        token = _tokens.token_hex()  # the lease token of every key this call loads
         replies = self._fetch_many([entries[key] for key in rest], token)
         elected: list[K] = []
+        refreshing: set[K] = set()  # elected to refresh a stale value others may hold
         waiting: list[K] = []
         for key, reply in zip(rest, replies, strict=True):
             status = int(reply[0])
             if status in (MISS_LOAD, STALE_REFRESH):
                 elected.append(key)  # a stale one elected for refresh is loaded now too
+                if status == STALE_REFRESH:
+                    refreshing.add(key)
                 self._counters.add("misses")
             elif status == MISS_WAIT:
                 waiting.append(key)
@@ -181,7 +183,9 @@ class CacheBulk(CacheWrites):
         if elected and marks:
             self._tag(marks, [wanted[key] for key in elected], ttl)
         if elected:
-            self._load_elected(elected, wanted, entries, token, loader, ttl, epoch, result)
+            self._load_elected(
+                elected, wanted, entries, token, loader, ttl, epoch, result, bool(refreshing)
+            )
         for key in waiting:
             result[key] = self.get_or_load(
                 wanted[key], functools.partial(_one, loader, key), ttl, tags=marks or None
@@ -219,7 +223,11 @@ class CacheBulk(CacheWrites):
         ttl: float | None,
         epoch: int | None,
         result: dict[K, Any],
+        announce: bool,
     ) -> None:
+        """Load the `elected` keys with one loader call and write them back; `announce`:
+        some refresh a stale value other processes may serve, so the write-back publishes
+        an invalidation (see _store)."""
         started = _concurrency.monotonic()
         try:
             loaded = call_loader(functools.partial(loader, list(elected)))
@@ -244,7 +252,9 @@ class CacheBulk(CacheWrites):
         for key, (value, payload) in zip(elected, encoded, strict=True):
             result[key] = value
             writes.append(self._write(wanted[key], value, payload, ttl))
-        self._write_back(writes, [entries[key] for key in elected], token, took, epoch)
+        self._write_back(
+            writes, [entries[key] for key in elected], token, took, epoch, announce=announce
+        )
 
     def set_many(
         self,

@@ -2,7 +2,9 @@
 """The load path of seawall.Cache: one loader per key per expiry, across all processes.
 
 In a process, concurrent callers of one key share one flight: only its leader talks to
-Redis. Across processes, one script reads the value or takes the key's load lease; the
+Redis. A stale value a flight was answered stays shared a moment longer (see
+_share_stale), so callers that come just after it ends make no read of their own. Across
+processes, one script reads the value or takes the key's load lease; the
 lease holder loads and writes back under its token, the others wait for the wake-up that
 the write publishes (or for the lease to run out, when they take over). A stale value is
 served at once while the lease holder refreshes it in the background.
@@ -14,11 +16,11 @@ write-back: a clear() meanwhile leaves its value in the old generation, never re
 from __future__ import annotations
 
 import functools
-import secrets
+from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from seawall import _concurrency
+from seawall import _concurrency, _tokens
 from seawall._sync.cache_base import _FETCH, _STORE, _VOID, CORRUPT, REDIS_DOWN, ms
 from seawall._sync.cache_generation import CacheGenerations, Call
 from seawall._sync.cache_waker import CacheWaker, Watch, get_cache_waker
@@ -28,6 +30,7 @@ from seawall._concurrency import (
     Event,
     background,
     call_loader,
+    detach,
     scope,
     sleep,
     spawn,
@@ -46,6 +49,9 @@ LEASE_GRACE = 0.01
 # A write-back sends values up to this size (bytes) with the wake-up, saving each waiting
 # process a read; larger ones are read again, so a big value is not copied per waiter.
 WAKE_PAYLOAD_LIMIT = 64 * 1024
+
+# Stale answers shared after their flight (see _share_stale), per cache: the oldest go.
+SHARED_STALE_MAX = 1024
 
 
 class _Flight:
@@ -74,12 +80,27 @@ class CacheCore(CacheGenerations):
         self._cached_waker: tuple[object, CacheWaker] | None = None
         # Refreshes a flight's leader starts after answering (see _refresh_soon).
         self._deferred: dict[tuple[object, str], Callable[[], Any]] = {}
+        # Whether a flight's leader reads plainly (MGET) before the fetch script: not after
+        # a read that found nothing fresh, until the script finds a value fresh again. A
+        # miss or stale value in a run of them then costs one round trip, not two; a hit
+        # mistaken for one costs a script call instead of an MGET, never a round trip more.
+        self._plain_first = True
+        # (scope, key) -> (until, L1 epoch, value): stale answers still shared (_share_stale).
+        self._shared_stale: OrderedDict[tuple[object, str], tuple[float, int, Any]] = OrderedDict()
 
     # --- one flight per key in this process ----------------------------------------------
 
     def _load_shared(self, key: str, loader: Callable[[], Any], ttl: float | None) -> Any:
         # Flights are per event loop too: an asyncio event belongs to one loop.
         slot = (scope(), key)
+        shared = self._shared_stale.get(slot)
+        if (
+            shared is not None
+            and shared[1] == self.l1.epoch
+            and _concurrency.monotonic() < shared[0]
+        ):
+            self._counters.add("stale_served")
+            return shared[2]
         while True:
             with self._mutex:
                 flight = self._flights.get(slot)
@@ -105,7 +126,7 @@ class CacheCore(CacheGenerations):
                     if done is not None:
                         done.set()
                     if refresh is not None:
-                        spawn(refresh, f"seawall-cache-refresh {key!r}")
+                        detach(refresh, f"seawall-cache-refresh {key!r}")
                 return flight.value
             assert done is not None
             if not done.wait(self.wait_timeout):
@@ -175,9 +196,11 @@ class CacheCore(CacheGenerations):
         self, key: str, loader: Callable[[], Any], ttl: float | None
     ) -> tuple[Any, str]:
         """The value, and what callers sharing this flight count in stats()."""
-        found = self._hit(key)
-        if found is not MISSING:
-            return found, "l2_hits" if found is not None else "absent_hits"
+        if self._plain_first:
+            found = self._hit(key)
+            if found is not MISSING:
+                return found, "l2_hits" if found is not None else "absent_hits"
+            self._plain_first = False
         epoch = self._fill_epoch()  # before the generation: see _new_generation
         keys = self._known_keys(key) or self._read_keys(key)
         waker = self._waker()
@@ -186,7 +209,8 @@ class CacheCore(CacheGenerations):
         waited = False
         try:
             while True:
-                token = secrets.token_hex(16)
+                token = _tokens.token_hex()
+                sent = _concurrency.monotonic()
                 if watch is not None:
                     watch.reset()  # before the fetch: a wake-up during it stays set
                 # Queued only while the channel is listened to (the listener may have
@@ -207,7 +231,10 @@ class CacheCore(CacheGenerations):
                     value = self._load_and_store(keys, key, loader, ttl, token, epoch)
                     return value, "waits"
                 if status != MISS_WAIT:
-                    return self._found(keys, key, loader, ttl, reply, token, epoch)
+                    found = self._found(keys, key, loader, ttl, reply, token, epoch)
+                    if found[1] == "stale_served":
+                        self._share_stale(key, found[0], reply, sent, epoch)
+                    return found
                 if not waited:
                     waited = True
                     self._counters.add("waits")
@@ -277,6 +304,7 @@ class CacheCore(CacheGenerations):
             return self._replace_corrupt(keys, key, loader, ttl, epoch), "waits"
         fresh = int(reply[2]) / 1000
         if status == FRESH:
+            self._plain_first = True
             kind = "l2_hits" if value is not None else "absent_hits"
             self._counters.add(kind)
             self._remember(key, value, fresh, epoch)
@@ -289,6 +317,34 @@ class CacheCore(CacheGenerations):
             self._refresh_soon(keys, key, loader, ttl, token)
         return value, "stale_served"
 
+    def _share_stale(
+        self, key: str, value: Any, reply: Any, sent: float, epoch: int | None
+    ) -> None:
+        """Answer this process's next callers of `key` with the stale `value` too, for a
+        moment: the callers that arrive just after a flight make no read of their own.
+
+        As an L1 entry is, it is kept at most the L1's lifetime, never past the value's
+        real expiry (measured from before the fetch was sent), and only while nothing is
+        invalidated in the L1 (the L1's epoch: `delete`, `set`, `clear`, and the
+        invalidation the refresh's write-back publishes); our own refresh, once written,
+        is held in the L1, which is read first.
+        """
+        if epoch is None or len(reply) < 5:
+            return
+        lifetime = min(self.l1.ttl, int(reply[4]) / 1000)
+        if lifetime <= 0:
+            return
+        slot = (scope(), key)
+        now = _concurrency.monotonic()
+        with self._mutex:
+            shared = self._shared_stale
+            shared[slot] = (sent + lifetime, epoch, value)
+            shared.move_to_end(slot)
+            while shared and (
+                len(shared) > SHARED_STALE_MAX or next(iter(shared.values()))[0] <= now
+            ):
+                shared.popitem(last=False)
+
     def _replace_corrupt(
         self,
         keys: CacheKeys,
@@ -297,7 +353,7 @@ class CacheCore(CacheGenerations):
         ttl: float | None,
         epoch: int | None,
     ) -> Any:
-        token = secrets.token_hex(16)
+        token = _tokens.token_hex()
         reply = self._fetch(keys, token, "", True)
         if int(reply[0]) in (STALE_REFRESH, MISS_LOAD):
             return self._load_and_store(keys, key, loader, ttl, token, epoch)
@@ -330,6 +386,7 @@ class CacheCore(CacheGenerations):
         epoch: int | None,
         *,
         give_back: bool = True,
+        announce: bool = False,
     ) -> Any:
         started = _concurrency.monotonic()
         try:
@@ -348,7 +405,7 @@ class CacheCore(CacheGenerations):
         took = _concurrency.monotonic() - started
         self._counters.load_took(took)
         try:
-            self._store(keys, key, token, value, payload, took, ttl, epoch)
+            self._store(keys, key, token, value, payload, took, ttl, epoch, announce=announce)
         except REDIS_DOWN:
             if self.breaker is None:
                 raise
@@ -372,12 +429,17 @@ class CacheCore(CacheGenerations):
         epoch: int | None,
         *,
         version: str | None = None,
+        announce: bool = False,
     ) -> bool:
         """Write back under the lease `token` into `keys`, the generation the load began
         in; or, with `keys` None and `token` "", an explicit set, which publishes, may carry
-        a `version`, and writes under the namespace's current generation. True if written."""
+        a `version`, and writes under the namespace's current generation. True if written.
+
+        A write-back under a lease publishes nothing, as a load fills what no process holds
+        in memory; but with `announce` (a refresh: processes may hold the old value,
+        shared stale or in an L1) it publishes the invalidation an explicit set does."""
         fresh, stale = self._entry_ttls(value, ttl)
-        channel, message = self._invalidation(key) if not token else ("", "")
+        channel, message = self._invalidation(key) if not token or announce else ("", "")
         args = [
             token,
             payload,
@@ -403,8 +465,12 @@ class CacheCore(CacheGenerations):
             (written,) = self._at_current(
                 calls_at, guarded=True, versioned=version is not None
             )
-        if int(written) and not token:
-            self.l1.replace([(key, value, fresh)], epoch)  # an explicit set: see L1.replace
+        if int(written) and (not token or announce):
+            # An explicit set or an announced refresh: see L1.replace. A read of this
+            # process that began before it can neither keep nor share the old value.
+            self.l1.replace([(key, value, fresh)], epoch)
+            if announce:
+                self._dropped_here(key)  # set() does it itself
         elif int(written):
             self._remember(key, value, fresh, epoch)
         elif token:
@@ -458,7 +524,7 @@ class CacheCore(CacheGenerations):
         try:
             epoch = self._fill_epoch()
             if token is None:
-                token = secrets.token_hex(16)
+                token = _tokens.token_hex()
                 reply = self._fetch(keys, token, "", True)
                 if int(reply[0]) not in (STALE_REFRESH, MISS_LOAD):
                     return  # another process refreshes it
@@ -466,7 +532,9 @@ class CacheCore(CacheGenerations):
                 # A failed refresh keeps its lease until it runs out: nobody waits for
                 # it (the stale value is served), and the lease paces the retries, so a
                 # failing database is not hit again on every read.
-                self._load_and_store(keys, key, loader, ttl, token, epoch, give_back=False)
+                self._load_and_store(
+                    keys, key, loader, ttl, token, epoch, give_back=False, announce=True
+                )
             except Exception as exc:
                 _concurrency.log.warning(
                     "cache %r: refreshing key %r failed (%r); the old value is "

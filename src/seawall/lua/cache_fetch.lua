@@ -9,8 +9,10 @@
 -- ARGV[3] id of the calling process's wake-up channel ("" = do not queue it)
 -- ARGV[4] "1" to treat a fresh value as stale (an early refresh)
 -- returns {1, payload, fresh ms, load ms}  fresh value (fresh ms: time left before stale)
---         {2, payload, fresh ms, load ms}  stale value; the caller took the lease to refresh
---         {3, payload, fresh ms, load ms}  stale value; someone else refreshes it
+--         {2, payload, fresh ms, load ms, ttl ms}  stale value; the caller took the lease
+--                                                  to refresh (ttl ms: left before the
+--                                                  value's real expiry)
+--         {3, payload, fresh ms, load ms, ttl ms}  stale value; someone else refreshes it
 --         {4}                              miss; the caller took the lease to load
 --         {5, lease pttl, lease token}     miss; someone else loads (caller queued by ARGV[3])
 --
@@ -23,6 +25,10 @@
 -- Idempotent for its token: a replay (redis-py retrying a call whose reply was lost) finds
 -- the lease holding the caller's token and answers as the first run did ({2} or {4}: the
 -- caller loads), never {5}, which would have it wait out its own lease.
+--
+-- A queued waiter's call runs 7 commands (GET, SET NX, GET, SADD, PEXPIRE, PTTL and the
+-- EVALSHA itself): the lease's holder, read once by take(), is the token {5} returns.
+local holder = false
 local function take()
   if ARGV[2] == '0' then
     return false
@@ -30,7 +36,8 @@ local function take()
   if redis.call('set', KEYS[2], ARGV[1], 'NX', 'PX', ARGV[2]) then
     return true
   end
-  return redis.call('get', KEYS[2]) == ARGV[1]
+  holder = redis.call('get', KEYS[2])
+  return holder == ARGV[1]
 end
 local stored = redis.call('get', KEYS[1])
 if stored then
@@ -46,9 +53,9 @@ if stored then
     return {1, payload, fresh, took}
   end
   if take() then
-    return {2, payload, fresh, took}
+    return {2, payload, fresh, took, pttl}
   end
-  return {3, payload, fresh, took}
+  return {3, payload, fresh, took, pttl}
 end
 if take() then
   return {4}
@@ -57,4 +64,7 @@ if ARGV[3] ~= '' and ARGV[2] ~= '0' then
   redis.call('sadd', KEYS[3], ARGV[3])
   redis.call('pexpire', KEYS[3], ARGV[2])
 end
-return {5, redis.call('pttl', KEYS[2]), redis.call('get', KEYS[2]) or ''}
+if ARGV[2] == '0' then
+  holder = redis.call('get', KEYS[2])  -- a plain read took no lease: read the holder here
+end
+return {5, redis.call('pttl', KEYS[2]), holder or ''}

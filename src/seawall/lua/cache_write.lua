@@ -18,22 +18,20 @@ local function write_entry(value, lease, waiters, hit, token, entry, payload, tt
   end
   local fresh = tonumber(ttl) - tonumber(stale)
   redis.call('set', value, entry, 'PX', ttl)
+  -- The waiters are read first, so that one DEL drops the lease and their set together.
+  local waiting = redis.call('smembers', waiters)
   if fresh > lead then
-    redis.call('del', lease)
+    redis.call('del', lease, waiters)
     redis.call('set', hit, string.format('%d', lead), 'PX', fresh - lead)
   else
-    redis.call('del', lease, hit)
+    redis.call('del', lease, waiters, hit)
   end
-  local waiting = redis.call('smembers', waiters)
   local wake = string.format('%d:%s', #value, value)
   if token ~= '' and #payload <= wake_limit then
     wake = wake .. token .. ':' .. string.format('%d', fresh) .. ':' .. payload
   end
   for _, id in ipairs(waiting) do
     redis.call('publish', wake_prefix .. id, wake)
-  end
-  if #waiting > 0 then
-    redis.call('del', waiters)
   end
   return 1
 end
