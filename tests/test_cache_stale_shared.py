@@ -142,7 +142,7 @@ def test_callers_of_a_stale_key_make_one_read_per_process(standalone: Target, wo
 # --- and stop sharing it once the key changes -------------------------------------------------
 
 
-@pytest.mark.parametrize("change", ["refresh", "set", "delete"])
+@pytest.mark.parametrize("change", ["refresh", "refresh_many", "set", "delete"])
 def test_a_shared_stale_value_is_dropped_when_the_key_changes(
     target: Target, world: str, change: str
 ) -> None:
@@ -157,11 +157,23 @@ def test_a_shared_stale_value_is_dropped_when_the_key_changes(
         assert listener is not None and listener.wait_listening(10)
         refresher.set("k", "v1")
         time.sleep(0.3)
-        assert refresher.get_or_load("k", slow("v2", 1.0)) == "v1"
+        if change == "refresh_many":
+            # get_or_load_many refreshes a stale key in line: in a thread of the refresher.
+            load = slow("v2", 1.0)
+            many = threading.Thread(
+                target=lambda: refresher.get_or_load_many(["k"], lambda keys: {"k": load()})
+            )
+            many.start()
+            until(lambda: refresher.stats().misses >= 1, 5.0)  # elected: the lease is taken
+        else:
+            assert refresher.get_or_load("k", slow("v2", 1.0)) == "v1"
         assert reader.get_or_load("k", _never) == "v1"
         assert reader.get_or_load("k", _never) == "v1"  # shared: no read of its own
         if change == "refresh":
             until(lambda: refresher.get("k") == "v2", 5.0)
+            expected = "v2"
+        elif change == "refresh_many":
+            many.join(5.0)
             expected = "v2"
         elif change == "set":
             refresher.set("k", "v3")
@@ -184,10 +196,23 @@ def test_a_shared_stale_value_is_dropped_when_the_key_changes(
                 assert listener is not None and await listener.wait_listening(10)
                 await refresher.set("k", "v1")
                 await asyncio.sleep(0.3)
-                assert await refresher.get_or_load("k", slow_async("v2", 1.0)) == "v1"
+                if change == "refresh_many":
+                    load = slow_async("v2", 1.0)
+
+                    async def load_many(keys: list[str]) -> dict[str, str]:
+                        return {"k": await load()}
+
+                    many = asyncio.create_task(refresher.get_or_load_many(["k"], load_many))
+                    while refresher.stats().misses < 1:  # elected: the lease is taken
+                        await asyncio.sleep(0.005)
+                else:
+                    assert await refresher.get_or_load("k", slow_async("v2", 1.0)) == "v1"
                 assert await reader.get_or_load("k", _never_async) == "v1"
                 assert await reader.get_or_load("k", _never_async) == "v1"
-                if change == "refresh":
+                if change == "refresh_many":
+                    assert await many == {"k": "v2"}
+                    expected = "v2"
+                elif change == "refresh":
 
                     async def landed() -> bool:
                         return await refresher.get("k") == "v2"
