@@ -64,8 +64,10 @@ class PubSubFloor:
     SET: the floor under seawall.Lock's hand-over on the same machine.
     """
 
-    _RELEASE = "if redis.call('get', KEYS[1]) == ARGV[1] then redis.call('del', KEYS[1]); " \
+    _RELEASE = (
+        "if redis.call('get', KEYS[1]) == ARGV[1] then redis.call('del', KEYS[1]); "
         "return redis.call('publish', KEYS[1], '1') end return 0"
+    )
 
     def __init__(self, client: redis.Redis, name: str) -> None:
         self._client = client

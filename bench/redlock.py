@@ -227,9 +227,7 @@ def main() -> None:
     table: Table = {}
     for contender in CONTENDERS:
         table[contender.name] = {
-            **round_figures(
-                rounds[contender.name], rounds[BASELINE], cpu[contender.name]
-            ),
+            **round_figures(rounds[contender.name], rounds[BASELINE], cpu[contender.name]),
             "requests": requests[contender.name],
         }
     print()

@@ -3,7 +3,7 @@
 benchmarks.
 
     python3 scripts/dev.py demo    seawall demo on the embedded server
-    python3 scripts/dev.py test    unasync check, ruff, mypy --strict, then the test suite
+    python3 scripts/dev.py test    unasync check, ruff check and format --check, mypy --strict, then the test suite
     python3 scripts/dev.py bench   every benchmark, 3 runs each, medians (bench/run_all.py;
                                    arguments go to it: --quick, --runs N, --only NAME ...)
 
@@ -73,8 +73,9 @@ def _present(candidates: list[str]) -> bool:
     return False
 
 
-def ensure_servers(servers: list[tuple[str, list[str], list[str]]] = SERVERS,
-                   users: str = "tests") -> None:
+def ensure_servers(
+    servers: list[tuple[str, list[str], list[str]]] = SERVERS, users: str = "tests"
+) -> None:
     """Install the Debian packages of missing servers when this is root on Debian/Ubuntu
     (as CI is); otherwise say which are missing: the `users` that need one fail naming it."""
     missing = [(name, packages) for name, paths, packages in servers if not _present(paths)]
@@ -84,16 +85,21 @@ def ensure_servers(servers: list[tuple[str, list[str], list[str]]] = SERVERS,
     names = ", ".join(name for name, _ in missing)
     command = ["apt-get", "install", "-y", "--no-install-recommends", *packages]
     if os.geteuid() != 0 or not shutil.which("apt-get"):
-        print(f"\nnot found: {names}; the {users} that need them will fail. Install them with:"
-              f"\n    sudo {' '.join(command)}", flush=True)
+        print(
+            f"\nnot found: {names}; the {users} that need them will fail. Install them with:"
+            f"\n    sudo {' '.join(command)}",
+            flush=True,
+        )
         return
     step(f"installing {names}: {' '.join(packages)}")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     for args in (["apt-get", "update", "-qq"], command):
         code = subprocess.call(args, env=env, stdin=subprocess.DEVNULL)
         if code:
-            print(f"`{' '.join(args)}` failed (exit {code}); the {users} that need "
-                  f"{names} will fail", flush=True)
+            print(
+                f"`{' '.join(args)}` failed (exit {code}); the {users} that need {names} will fail",
+                flush=True,
+            )
             return
 
 
@@ -124,8 +130,16 @@ def ensure_venv(extras: str = EXTRAS) -> None:
                 "`apt install python3-venv`, then run this command again"
             )
     step(f"installing seawall[{extras}] into .venv")
-    code = run(PYTHON, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-               "-e", f".[{extras}]")
+    code = run(
+        PYTHON,
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        "-e",
+        f".[{extras}]",
+    )
     if code:
         sys.exit(f"pip install failed (exit {code})")
     stamp.write_text(wanted)
@@ -144,6 +158,7 @@ def test(extra: list[str]) -> int:
     checks = [
         ("sync code generated from async code", [PYTHON, "scripts/unasync.py", "--check"]),
         ("ruff", [BIN / "ruff", "check", "src", "tests", "scripts", "bench"]),
+        ("ruff format", [BIN / "ruff", "format", "--check", "src", "tests", "scripts", "bench"]),
         ("mypy --strict", [BIN / "mypy"]),
         ("tests", [*pytest, *PYTEST_PARALLEL, "-m", "not serial", *extra]),
         # Latency bounds (p99 of an invalidation) hold on their own, not beside 3 workers.

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import difflib
 import re
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -60,11 +62,38 @@ def unasync_text(text: str) -> str:
     return HEADER + text
 
 
+def ruff() -> str:
+    """The ruff of the project's environment (or on PATH): the generated code is formatted
+    as the hand-written code is, since dropping `await` and `async` shortens lines."""
+    for candidate in (Path(sys.executable).parent / "ruff", ROOT / ".venv" / "bin" / "ruff"):
+        if candidate.exists():
+            return str(candidate)
+    found = shutil.which("ruff")
+    if found is None:
+        sys.exit("unasync: ruff not found; run `python3 scripts/dev.py test` once to set up .venv")
+    return found
+
+
+def formatted(text: str, path: Path) -> str:
+    """`text` as `ruff format` writes it, with the project's settings for `path`."""
+    done = subprocess.run(
+        [ruff(), "format", "--stdin-filename", str(path), "-"],
+        input=text,
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    if done.returncode != 0:
+        sys.exit(f"unasync: ruff could not format the code generated for {path}:\n{done.stderr}")
+    return done.stdout
+
+
 def expected(source: Path = SOURCE, target: Path = TARGET) -> dict[Path, str]:
-    return {
-        target / path.relative_to(source): unasync_text(path.read_text())
-        for path in sorted(source.rglob("*.py"))
-    }
+    wanted = {}
+    for path in sorted(source.rglob("*.py")):
+        generated = target / path.relative_to(source)
+        wanted[generated] = formatted(unasync_text(path.read_text()), generated)
+    return wanted
 
 
 def main(argv: list[str]) -> int:

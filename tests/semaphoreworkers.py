@@ -78,8 +78,9 @@ async def _cycle_async(
     return ledger
 
 
-def hold_permit(url: str, cluster: bool, world: str, name: str, value: int, ttl: float,
-                pipe: Connection) -> None:
+def hold_permit(
+    url: str, cluster: bool, world: str, name: str, value: int, ttl: float, pipe: Connection
+) -> None:
     """Acquire one permit, report ("held", fence), then wait to be killed."""
     if world == "async":
         asyncio.run(_hold_async(url, cluster, name, value, ttl, pipe))
@@ -90,8 +91,9 @@ def hold_permit(url: str, cluster: bool, world: str, name: str, value: int, ttl:
     time.sleep(120)
 
 
-async def _hold_async(url: str, cluster: bool, name: str, value: int, ttl: float,
-                      pipe: Connection) -> None:
+async def _hold_async(
+    url: str, cluster: bool, name: str, value: int, ttl: float, pipe: Connection
+) -> None:
     sem = seawall.aio.Semaphore(async_client(url, cluster), name, value=value, ttl=ttl)
     await sem.acquire()
     pipe.send(("held", sem.fence))
@@ -106,8 +108,16 @@ def skew_wall_clock(hours: float) -> None:
     time.time_ns = lambda: real_time_ns() + int(offset * 1e9)
 
 
-def fault_cycler(url: str, name: str, value: int, ttl: float, cycles: int, skew_hours: float,
-                 start: Any, pipe: Connection) -> None:
+def fault_cycler(
+    url: str,
+    name: str,
+    value: int,
+    ttl: float,
+    cycles: int,
+    skew_hours: float,
+    start: Any,
+    pipe: Connection,
+) -> None:
     """The churn of the fault test: `cycles` holds, each reported on `pipe` as it happens.
 
     ("enter", entered ns, token) right after acquire; ("exit", left ns) after release,

@@ -218,8 +218,13 @@ def test_again_after_is_checked_before_anything_is_deleted(target: Target, world
     async def scenario() -> None:
         items = Api(target, world, "dd-bad")
         await items("set", 1, "one")
-        for bad, error in ((0, ValueError), (-1, ValueError), (float("nan"), ValueError),
-                           ("1", TypeError), (True, TypeError)):
+        for bad, error in (
+            (0, ValueError),
+            (-1, ValueError),
+            (float("nan"), ValueError),
+            ("1", TypeError),
+            (True, TypeError),
+        ):
             with pytest.raises(error, match="again_after of cache 'dd-bad'"):
                 await items("delete", 1, again_after=bad)
         assert await items("get", 1) == "one"
@@ -270,7 +275,7 @@ def test_a_process_opening_the_cache_later_carries_out_overdue_deletes(
         await asyncio.to_thread(dying.join, 30)
         assert dying.exitcode == -9
         # Nobody had the namespace open: the stale fill outlives the due time...
-        admin.set("seawall:cache:{dd-late:row}:value", b"0:0:\"stale\"")
+        admin.set("seawall:cache:{dd-late:row}:value", b'0:0:"stale"')
         await asyncio.sleep(0.5)
         assert admin.zcard(schedule_key("dd-late")) == 1
         # ...until a process opens a Cache of the namespace and uses it.

@@ -301,8 +301,7 @@ def _python_env() -> dict[str, str]:
 
 def test_serve_runs_until_sigterm() -> None:
     script = (
-        "from seawall.launcher import serve; "
-        "serve(announce=lambda url: print(url, flush=True))"
+        "from seawall.launcher import serve; serve(announce=lambda url: print(url, flush=True))"
     )
     child = subprocess.Popen(
         [sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=_python_env()

@@ -98,7 +98,6 @@ class _OnSeawall:
     def tearDown(self) -> None:
         pass
 
-
     def in_thread(self, call: Any) -> Any:
         """Run `call` in another thread (another owner); its result or its exception."""
         outcome: list[Any] = []

@@ -128,8 +128,7 @@ class CircuitBreaker:
             )
         elif state == CLOSED and self._outage_since is not None:
             log.warning(
-                "%s closed: Redis answered a probe; it was open %.2f s and turned away "
-                "%d call(s)",
+                "%s closed: Redis answered a probe; it was open %.2f s and turned away %d call(s)",
                 who,
                 now - self._outage_since,
                 self.rejected - self._rejected_at_open,

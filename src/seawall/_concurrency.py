@@ -84,9 +84,7 @@ class AsyncWorker:
     """A background loop: an asyncio task here, a daemon thread in the sync twin."""
 
     def __init__(self, target: Callable[[], Coroutine[Any, Any, None]], name: str) -> None:
-        self._task: asyncio.Task[None] = asyncio.get_running_loop().create_task(
-            target(), name=name
-        )
+        self._task: asyncio.Task[None] = asyncio.get_running_loop().create_task(target(), name=name)
 
     def alive(self) -> bool:
         return not self._task.done()
@@ -271,9 +269,7 @@ def detach(call: Callable[[], Any], what: str) -> None:
     run_detached(functools.partial(background, call, what, cleanup=False))
 
 
-def async_spawn(
-    call: Callable[[], Awaitable[Any]], what: str, *, cleanup: bool = False
-) -> None:
+def async_spawn(call: Callable[[], Awaitable[Any]], what: str, *, cleanup: bool = False) -> None:
     """Run `call` in the background (a task), outliving the caller; errors are logged
     (see _failed for `cleanup`)."""
     async_background(call, what, cleanup=cleanup)

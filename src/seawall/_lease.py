@@ -52,8 +52,9 @@ def wait_slice(holder_pttl_ms: int, remaining: float | None) -> float:
     The holder's key expires after `holder_pttl_ms` (if it dies, no release signal will come),
     so sleeping past that is never needed; -1 means the key has no expiry (set by hand).
     """
-    slice_ = MAX_WAIT_SLICE if holder_pttl_ms < 0 else min(holder_pttl_ms / 1000 + 0.001,
-                                                           MAX_WAIT_SLICE)
+    slice_ = (
+        MAX_WAIT_SLICE if holder_pttl_ms < 0 else min(holder_pttl_ms / 1000 + 0.001, MAX_WAIT_SLICE)
+    )
     if remaining is not None:
         slice_ = min(slice_, remaining)
     return max(slice_, 0.0)

@@ -109,8 +109,7 @@ def check_timeout(value: Any, what: str) -> float | None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise TypeError(
-            f"{what} must be None or a number of seconds, got {type(value).__qualname__}: "
-            f"{value!r}"
+            f"{what} must be None or a number of seconds, got {type(value).__qualname__}: {value!r}"
         )
     if math.isnan(value) or value < 0:
         raise ValueError(f"{what} must be None or >= 0 seconds, got {value!r}")

@@ -122,10 +122,8 @@ def test_async_frozen_server_does_not_delay_other_renewals(
     )
     assert owned
     assert lost_after <= TTL_A + LOST_MARGIN, (
-        f"on_lost of the lock on the frozen server did not fire within {TTL_A} s + "
-        f"{LOST_MARGIN} s"
+        f"on_lost of the lock on the frozen server did not fire within {TTL_A} s + {LOST_MARGIN} s"
     )
-
 
 
 def test_sync_calls_to_a_frozen_server_tie_up_one_thread(seawall_server_factory: Any) -> None:

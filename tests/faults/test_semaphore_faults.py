@@ -108,8 +108,11 @@ def test_bound_holds_under_kills_pauses_and_a_skewed_clock(standalone: Target) -
                 # Only a process known to hold a permit; worker 0 is spared from SIGKILL so
                 # the skewed clock is seen through a whole run.
                 holding = [
-                    i for i, w in workers.items()
-                    if w.open and not w.killed and w.stopped_until is None
+                    i
+                    for i, w in workers.items()
+                    if w.open
+                    and not w.killed
+                    and w.stopped_until is None
                     and not (kind == "kill" and i == 0)
                 ]
                 if holding:
@@ -173,7 +176,8 @@ def test_bound_holds_under_kills_pauses_and_a_skewed_clock(standalone: Target) -
         f"{len(faults)} faults on holders ({hits['kill']} SIGKILL, {hits['stop']} SIGSTOP; "
         f"{missed} more SIGSTOPs came just after a release and were undone), {lost} leases "
         f"lost by paused holders, peak {peak} holders, permits back after "
-        + ", ".join(f"{s:.2f}" for s in returns) + " s"
+        + ", ".join(f"{s:.2f}" for s in returns)
+        + " s"
     )
     assert len(faults) == kills + stops, "not every fault found a holder to hit"
     assert peak == value, at_peak  # never above the bound, and really contended

@@ -15,8 +15,10 @@ def sync_use(client: redis.Redis) -> None:
     cache = seawall.Cache(client, "typed")
     assert_type(cache.get_or_load("k", lambda: 3), int)
     assert_type(cache.get_or_load("k", lambda: None if client else "x"), str | None)
-    assert_type(cache.get_or_load_many([1, 2], lambda keys: {k: str(k) for k in keys}),
-                dict[int, str | None])
+    assert_type(
+        cache.get_or_load_many([1, 2], lambda keys: {k: str(k) for k in keys}),
+        dict[int, str | None],
+    )
     assert_type(cache.stats().hit_rate, float)
     assert_type(cache.get_or_load("k", lambda: [1], 5.0, tags=["t"]), list[int])
     assert_type(cache.delete_tag("t"), int)

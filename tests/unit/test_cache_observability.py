@@ -68,14 +68,16 @@ def test_a_cleanup_that_cannot_reach_redis_is_debug_other_failures_warn(
 
     asyncio.run(cleanup())
     levels = [(r.levelname, r.getMessage().split(" failed")[0]) for r in caplog.records]
-    assert sorted(levels) == sorted([  # the threads and the task log in any order
-        ("DEBUG", "release of lock 'a'"),
-        ("WARNING", "release of lock 'b'"),
-        ("WARNING", "a refresh"),
-        ("DEBUG", "giving back a lease"),
-        ("WARNING", "a task"),
-        ("DEBUG", "x"),
-    ])
+    assert sorted(levels) == sorted(
+        [  # the threads and the task log in any order
+            ("DEBUG", "release of lock 'a'"),
+            ("WARNING", "release of lock 'b'"),
+            ("WARNING", "a refresh"),
+            ("DEBUG", "giving back a lease"),
+            ("WARNING", "a task"),
+            ("DEBUG", "x"),
+        ]
+    )
 
 
 async def _adown() -> None:

@@ -46,8 +46,9 @@ class AsyncCacheBulk(AsyncCacheWrites):
 
         def _tags(self, tags: Iterable[str] | None) -> tuple[str, ...]: ...
 
-        async def _tag(self, tags: tuple[str, ...], texts: list[str], ttl: float | None) -> None:
-            ...
+        async def _tag(
+            self, tags: tuple[str, ...], texts: list[str], ttl: float | None
+        ) -> None: ...
 
     async def get_many(self, keys: Iterable[K]) -> dict[K, Any]:
         """{key: cached value} for the keys that hold one (stale ones too), in one MGET
@@ -332,4 +333,3 @@ async def _one(loader: Callable[[list[Any]], Any], key: Any) -> Any:
     """A one-key loader for get_or_load from a many-key one."""
     loaded = await async_call_loader(functools.partial(loader, [key]))
     return loaded.get(key) if isinstance(loaded, Mapping) else None
-

@@ -145,9 +145,7 @@ class AsyncRWSide(AsyncLeaseHolder):
                 # have made is still withdrawn when the last local waiter leaves.
                 queued = waiter_id is not None and turn.queueing()
                 try:
-                    blocker_pttl = await self._attempt(
-                        token, me, waiter_id or "", queued, deadline
-                    )
+                    blocker_pttl = await self._attempt(token, me, waiter_id or "", queued, deadline)
                 except TimeoutError:  # no reply by the deadline (a frozen server)
                     return False
                 if blocker_pttl is None:

@@ -28,13 +28,9 @@ async def run_script(
     """
     key = keys[0]
     try:
-        reply = await async_execute(
-            client, ("EVALSHA", script.sha, len(keys), *keys, *args), key
-        )
+        reply = await async_execute(client, ("EVALSHA", script.sha, len(keys), *keys, *args), key)
     except NoScriptError:
-        reply = await async_execute(
-            client, ("EVAL", script.source, len(keys), *keys, *args), key
-        )
+        reply = await async_execute(client, ("EVAL", script.source, len(keys), *keys, *args), key)
     # After the script, from a server that has just answered: checked before it, a server
     # frozen from the start would make the caller wait twice, once outside its timeout.
     if _eviction.claim(client, script.name):

@@ -380,8 +380,7 @@ class AsyncOrderSink:
                 changes.append((_scripts.reply_text(entry_id), change))
             elif fields:
                 log.warning(
-                    "%r: log entry %s is not a take or cancel (%r); acknowledged "
-                    "without saving",
+                    "%r: log entry %s is not a take or cancel (%r); acknowledged without saving",
                     self,
                     _scripts.reply_text(entry_id),
                     fields,
@@ -420,8 +419,7 @@ class AsyncOrderSink:
                 await self._set_aside(*changes[0], exc)
                 return
             log.warning(
-                "%r: the database refused a batch of %d orders (%s); saving them one "
-                "at a time",
+                "%r: the database refused a batch of %d orders (%s); saving them one at a time",
                 self,
                 len(changes),
                 _short(exc),

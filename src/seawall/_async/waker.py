@@ -71,7 +71,6 @@ class _Waiter:
         self.signal: AsyncEvent | None = None  # set when the lock may have become free
 
 
-
 class AsyncTurn:
     """A place in the local queue of one lock; `async with waker.turn(lock_key)`."""
 

@@ -271,9 +271,7 @@ class Cache(CacheTags):
         epoch = self._fill_epoch()
         # Our L1 takes the value after the write (L1.replace): a read of this process
         # that began before it cannot store the old value afterwards.
-        stored = self._store(
-            None, text, "", value, payload, 0.0, entry_ttl, epoch, version=stamp
-        )
+        stored = self._store(None, text, "", value, payload, 0.0, entry_ttl, epoch, version=stamp)
         self._dropped_here(text)
         return stored
 

@@ -157,9 +157,7 @@ class AgainSweeper:
             self._failed(namespace, exc)
             return
         if self._failures:
-            _concurrency.log.info(
-                "cache %r: Redis answers again; second deletes resume", namespace
-            )
+            _concurrency.log.info("cache %r: Redis answers again; second deletes resume", namespace)
             self._failures = 0
         with self._mutex:
             self._next[namespace] = _concurrency.monotonic() + min(wait, CHECK_EVERY)

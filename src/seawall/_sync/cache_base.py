@@ -392,9 +392,7 @@ class CacheBase:
                 key=keys[0],
             )
 
-    def _command(
-        self, script: _scripts.LuaScript, keys: Sequence[str], args: Sequence[Any]
-    ) -> Any:
+    def _command(self, script: _scripts.LuaScript, keys: Sequence[str], args: Sequence[Any]) -> Any:
         """Run a script holding a connection slot (see _slots); no breaker."""
         slots = self._slots()
         if slots is None:
@@ -406,9 +404,7 @@ class CacheBase:
         finally:
             slots.release()
 
-    def _redis(
-        self, script: _scripts.LuaScript, keys: Sequence[str], args: Sequence[Any]
-    ) -> Any:
+    def _redis(self, script: _scripts.LuaScript, keys: Sequence[str], args: Sequence[Any]) -> Any:
         """Run a script; with a breaker, only while it allows, each call bounded in time."""
         if self.breaker is None:
             return self._command(script, keys, args)

@@ -47,8 +47,7 @@ class CacheBulk(CacheWrites):
 
         def _tags(self, tags: Iterable[str] | None) -> tuple[str, ...]: ...
 
-        def _tag(self, tags: tuple[str, ...], texts: list[str], ttl: float | None) -> None:
-            ...
+        def _tag(self, tags: tuple[str, ...], texts: list[str], ttl: float | None) -> None: ...
 
     def get_many(self, keys: Iterable[K]) -> dict[K, Any]:
         """{key: cached value} for the keys that hold one (stale ones too), in one MGET
@@ -333,4 +332,3 @@ def _one(loader: Callable[[list[Any]], Any], key: Any) -> Any:
     """A one-key loader for get_or_load from a many-key one."""
     loaded = call_loader(functools.partial(loader, [key]))
     return loaded.get(key) if isinstance(loaded, Mapping) else None
-

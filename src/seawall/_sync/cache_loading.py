@@ -158,9 +158,7 @@ class CacheCore(CacheGenerations):
         return cached[1]
 
     def _fetch(self, keys: CacheKeys, token: str, waiter: str, early: bool) -> Any:
-        return self._redis(
-            _FETCH, keys.all, (token, ms(self.lease), waiter, "1" if early else "")
-        )
+        return self._redis(_FETCH, keys.all, (token, ms(self.lease), waiter, "1" if early else ""))
 
     def _fetch_within(
         self,
@@ -192,9 +190,7 @@ class CacheCore(CacheGenerations):
         with time_limit(self.lease):
             self._give_back(keys, token)
 
-    def _resolve(
-        self, key: str, loader: Callable[[], Any], ttl: float | None
-    ) -> tuple[Any, str]:
+    def _resolve(self, key: str, loader: Callable[[], Any], ttl: float | None) -> tuple[Any, str]:
         """The value, and what callers sharing this flight count in stats()."""
         if self._plain_first:
             found = self._hit(key)
@@ -462,9 +458,7 @@ class CacheCore(CacheGenerations):
                     return [(_STORE, entry.all, args)]
                 return [(_STORE, (*entry.all, entry.version), [*args, version])]
 
-            (written,) = self._at_current(
-                calls_at, guarded=True, versioned=version is not None
-            )
+            (written,) = self._at_current(calls_at, guarded=True, versioned=version is not None)
         if int(written) and (not token or announce):
             # An explicit set or an announced refresh: see L1.replace. A read of this
             # process that began before it can neither keep nor share the old value.

@@ -53,12 +53,15 @@ class CacheTags(CacheBulk):
 
     def _tag(self, tags: tuple[str, ...], texts: list[str], ttl: float | None) -> None:
         """Add `texts` to each tag's set, living at least as long as any of the entries."""
-        longest = ms(max(self.ttl if ttl is None else ttl, self.absent_ttl) * (1 + self.jitter)
-                     + self.stale_ttl)
+        longest = ms(
+            max(self.ttl if ttl is None else ttl, self.absent_ttl) * (1 + self.jitter)
+            + self.stale_ttl
+        )
         for tag in tags:
             for start in range(0, len(texts), BATCH):
-                self._redis(_TAG, (tag_key(self.namespace, tag),),
-                                  (longest, *texts[start : start + BATCH]))
+                self._redis(
+                    _TAG, (tag_key(self.namespace, tag),), (longest, *texts[start : start + BATCH])
+                )
 
     def _tagging_loader(
         self, tags: tuple[str, ...], text: str, loader: Callable[[], Any], ttl: float | None

@@ -105,9 +105,7 @@ class CacheWrites(CacheCore):
             calls.append((_STORE_MANY, keys, args))
         return calls
 
-    def _set_entries(
-        self, writes: list[Write], *, publish: bool, guarded: bool = True
-    ) -> None:
+    def _set_entries(self, writes: list[Write], *, publish: bool, guarded: bool = True) -> None:
         """Explicit sets (set_many; warm, which publishes one message of its own), under
         the namespace's generation as Redis holds it; then kept in our L1, as set() keeps
         its value. Held to the breaker if `guarded`."""

@@ -95,9 +95,7 @@ class CachedFunction(Generic[P, R]):
     def set(self, value: Any, *args: Any, **kwargs: Any) -> None:
         """Store `value` as the result of this call (every process's L1 drops its copy)."""
         full = self._args(args)
-        self.cache.set(
-            self._keys(full, kwargs), value, self._ttl, tags=self._tags_of(full, kwargs)
-        )
+        self.cache.set(self._keys(full, kwargs), value, self._ttl, tags=self._tags_of(full, kwargs))
 
     def invalidate(self, *args: Any, **kwargs: Any) -> None:
         """Drop the cached result of this call, in Redis and in every process's L1."""
@@ -110,7 +108,5 @@ class CachedFunction(Generic[P, R]):
             value = self._run(full, kwargs)
         except _Uncached as skipped:
             return skipped.value  # type: ignore[no-any-return]
-        self.cache.set(
-            self._keys(full, kwargs), value, self._ttl, tags=self._tags_of(full, kwargs)
-        )
+        self.cache.set(self._keys(full, kwargs), value, self._ttl, tags=self._tags_of(full, kwargs))
         return value  # type: ignore[no-any-return]

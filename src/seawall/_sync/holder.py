@@ -204,9 +204,7 @@ class LeaseHolder(Holder):
                 if policy is None:
                     reply = run_script(self._client, script, keys, args)
                 else:
-                    reply, acked = run_script_replicated(
-                        self._client, script, keys, args, policy
-                    )
+                    reply, acked = run_script_replicated(self._client, script, keys, args, policy)
             # redis-py's asyncio client may swallow a cancellation that arrives while it
             # reads a reply: a cancelled waiter must still stop (and give back what the
             # try may have been granted, below) instead of trying again for ever.

@@ -127,9 +127,7 @@ class Lock(LeaseHolder):
                 # have made is still withdrawn when the last local waiter leaves.
                 queued = waiter_id is not None and turn.queueing()
                 try:
-                    outcome = self._attempt(
-                        token, me, waiter_id or "", place, queued, deadline
-                    )
+                    outcome = self._attempt(token, me, waiter_id or "", place, queued, deadline)
                 except TimeoutError:  # no reply by the deadline (a frozen server)
                     return False
                 if outcome is None:

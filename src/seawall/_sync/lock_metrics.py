@@ -32,9 +32,7 @@ def metric_kind(cls: type) -> str:
 
 def measured(acquire: Acquire, kind: str) -> Acquire:
     @functools.wraps(acquire)
-    def measured_acquire(
-        self: Any, blocking: bool = True, timeout: float | None = None
-    ) -> bool:
+    def measured_acquire(self: Any, blocking: bool = True, timeout: float | None = None) -> bool:
         if not SINK.enabled or _measuring.get():
             return bool(acquire(self, blocking, timeout))
         token = _measuring.set(True)

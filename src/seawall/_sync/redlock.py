@@ -146,9 +146,7 @@ class Redlock(Holder):
         """
         targets = self._clients if clients is None else clients
         wait = self.node_timeout if timeout is None else timeout
-        replies = each_node(
-            targets, ("EVALSHA", script.sha, len(keys), *keys, *args), wait
-        )
+        replies = each_node(targets, ("EVALSHA", script.sha, len(keys), *keys, *args), wait)
         missing = [i for i, reply in enumerate(replies) if isinstance(reply, NoScriptError)]
         if missing:
             again = each_node(

@@ -49,9 +49,7 @@ def run_script_replicated(
     return results[0], int(results[1])
 
 
-def _send(
-    client: Client, head: tuple[Any, ...], key: str, policy: ReplicaPolicy
-) -> list[Any]:
+def _send(client: Client, head: tuple[Any, ...], key: str, policy: ReplicaPolicy) -> list[Any]:
     wait = ("WAIT", policy.replicas, policy.wait_ms)
     pipe: Any = client.pipeline(transaction=False)
     pipe.execute_command(*head)

@@ -15,9 +15,7 @@ from seawall._scripts import LuaScript
 from seawall._validate import Client
 
 
-def run_script(
-    client: Client, script: LuaScript, keys: Sequence[str], args: Sequence[Any]
-) -> Any:
+def run_script(client: Client, script: LuaScript, keys: Sequence[str], args: Sequence[Any]) -> Any:
     """Run `script` by its SHA; on NOSCRIPT send the source once with EVAL.
 
     EVAL both runs the script and caches it on the node that ran it (after a restart, a
@@ -29,13 +27,9 @@ def run_script(
     """
     key = keys[0]
     try:
-        reply = execute(
-            client, ("EVALSHA", script.sha, len(keys), *keys, *args), key
-        )
+        reply = execute(client, ("EVALSHA", script.sha, len(keys), *keys, *args), key)
     except NoScriptError:
-        reply = execute(
-            client, ("EVAL", script.source, len(keys), *keys, *args), key
-        )
+        reply = execute(client, ("EVAL", script.source, len(keys), *keys, *args), key)
     # After the script, from a server that has just answered: checked before it, a server
     # frozen from the start would make the caller wait twice, once outside its timeout.
     if _eviction.claim(client, script.name):

@@ -165,9 +165,7 @@ class Semaphore(LeaseHolder):
         return int(reply)
 
     def _extend_token(self, token: str, ttl_ms: int) -> bool:
-        return bool(
-            int(run_script(self._client, _EXTEND, (self._keys.key,), (token, ttl_ms)))
-        )
+        return bool(int(run_script(self._client, _EXTEND, (self._keys.key,), (token, ttl_ms))))
 
     def _holds(self, hold: Hold) -> bool:
         _, left = self._state(hold.token)

@@ -103,9 +103,7 @@ class SessionStore:
         opts = self.options
         index = _ids.user_index_key(opts.prefix, user_id)
         try:
-            run_script(
-                self.client, _BIND, [index], [_ids.handle(session_id), opts.lifetime_ms]
-            )
+            run_script(self.client, _BIND, [index], [_ids.handle(session_id), opts.lifetime_ms])
         except _DOWN as exc:
             raise _unavailable("indexing", index, exc) from exc
 

@@ -381,8 +381,7 @@ class OrderSink:
                 changes.append((_scripts.reply_text(entry_id), change))
             elif fields:
                 log.warning(
-                    "%r: log entry %s is not a take or cancel (%r); acknowledged "
-                    "without saving",
+                    "%r: log entry %s is not a take or cancel (%r); acknowledged without saving",
                     self,
                     _scripts.reply_text(entry_id),
                     fields,
@@ -421,8 +420,7 @@ class OrderSink:
                 self._set_aside(*changes[0], exc)
                 return
             log.warning(
-                "%r: the database refused a batch of %d orders (%s); saving them one "
-                "at a time",
+                "%r: the database refused a batch of %d orders (%s); saving them one at a time",
                 self,
                 len(changes),
                 _short(exc),
@@ -433,9 +431,7 @@ class OrderSink:
             except self._row_errors as exc:
                 self._set_aside(entry_id, change, exc)
 
-    def _set_aside(
-        self, entry_id: str | None, change: OrderChange, exc: BaseException
-    ) -> None:
+    def _set_aside(self, entry_id: str | None, change: OrderChange, exc: BaseException) -> None:
         """Keep an order the database refuses in the dead-letter hash (before its entry is
         acknowledged: a crash in between only sets it aside again), and say so loudly."""
         error = _short(exc)

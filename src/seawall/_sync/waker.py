@@ -72,7 +72,6 @@ class _Waiter:
         self.signal: Event | None = None  # set when the lock may have become free
 
 
-
 class Turn:
     """A place in the local queue of one lock; `with waker.turn(lock_key)`."""
 

@@ -65,10 +65,18 @@ def run(ctx: DemoContext) -> Table:
         _execute(db, f"CREATE TABLE {db[2]}_replica (id INTEGER PRIMARY KEY, name VARCHAR(40))")
         try:
             for label, again, note in (
-                ("delete after COMMIT", None, "a reader that missed loads the old row from "
-                 "the lagging replica after the delete: it stays until its ttl"),
-                (f"delete(again_after={AGAIN_AFTER})", AGAIN_AFTER, "the second delete, "
-                 "recorded in Redis before delete() returned, removes those fills"),
+                (
+                    "delete after COMMIT",
+                    None,
+                    "a reader that missed loads the old row from "
+                    "the lagging replica after the delete: it stays until its ttl",
+                ),
+                (
+                    f"delete(again_after={AGAIN_AFTER})",
+                    AGAIN_AFTER,
+                    "the second delete, "
+                    "recorded in Redis before delete() returned, removes those fills",
+                ),
             ):
                 ctx.progress(f"consistency: {label}")
                 stale = _lagging_round(ctx, db, label, again)
@@ -163,9 +171,14 @@ def _follow_round(ctx: DemoContext, db: Database, table: Table) -> None:
     url = os.environ.get(DATABASE_URL_ENV, "")
     source = _source_url(url)
     if source is None:
-        table.add(label, "-", "-", "needs DATABASE_URL naming PostgreSQL with "
-                  "wal_level=logical, or MariaDB/MySQL with binlog_format=ROW; "
-                  "see docs/cdc.md")
+        table.add(
+            label,
+            "-",
+            "-",
+            "needs DATABASE_URL naming PostgreSQL with "
+            "wal_level=logical, or MariaDB/MySQL with binlog_format=ROW; "
+            "see docs/cdc.md",
+        )
         return
     from seawall.cdc import Follower, SourceError, TableMap
 
@@ -203,9 +216,13 @@ def _follow_round(ctx: DemoContext, db: Database, table: Table) -> None:
         deadline = time.monotonic() + 10.0
         while _stale(ctx, namespace, db) and time.monotonic() < deadline:
             time.sleep(0.05)
-        table.add(label, str(ROWS), _count(_stale(ctx, namespace, db)),
-                  "the follower read every UPDATE from the change log and invalidated "
-                  "the row in Redis and in every process's L1")
+        table.add(
+            label,
+            str(ROWS),
+            _count(_stale(ctx, namespace, db)),
+            "the follower read every UPDATE from the change log and invalidated "
+            "the row in Redis and in every process's L1",
+        )
     finally:
         follower.stop()
         thread.join(10)

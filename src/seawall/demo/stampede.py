@@ -91,9 +91,7 @@ def _engine(url: str) -> Any:
         ) from None
     with _engines_lock:
         if url not in _engines:
-            _engines[url] = create_engine(
-                url, pool_size=POOL_SIZE, max_overflow=0, pool_timeout=60
-            )
+            _engines[url] = create_engine(url, pool_size=POOL_SIZE, max_overflow=0, pool_timeout=60)
         return _engines[url]
 
 

@@ -172,9 +172,7 @@ def recheck_body(prefix: str, key: str, revision: int) -> dict[str, Any]:
 
 def kvs_of(response: Mapping[str, Any]) -> list[tuple[str, int]]:
     """(key, create revision) of each key in a range response."""
-    return [
-        (unb64(kv["key"]), int(kv.get("create_revision", 0))) for kv in response.get("kvs", [])
-    ]
+    return [(unb64(kv["key"]), int(kv.get("create_revision", 0))) for kv in response.get("kvs", [])]
 
 
 def predecessor(listing: Sequence[tuple[str, int]], revision: int) -> str | None:

@@ -113,9 +113,7 @@ class AsyncEtcdLock(AsyncHolder):
                     sent = _concurrency.monotonic()
                     granted = await gateway.grant(lease, seconds, deadline)
                     lease_until = sent + granted
-                queued = await self._queue(
-                    gateway, lease, granted, lease_until, blocking, deadline
-                )
+                queued = await self._queue(gateway, lease, granted, lease_until, blocking, deadline)
             except EtcdError as exc:
                 self._revoke_later(lease)
                 if spare is not None and exc.code == _core.NOT_FOUND:
@@ -219,9 +217,7 @@ class AsyncEtcdLock(AsyncHolder):
                             return -1, lease_until
                         lease_until = sent + ttl
                     elif (
-                        outcome == _core.DELETED
-                        and sole
-                        and _concurrency.monotonic() < lease_until
+                        outcome == _core.DELETED and sole and _concurrency.monotonic() < lease_until
                     ):
                         # The only key ahead is gone and ours still lives (its lease
                         # has not run out): the lock is ours, with no look needed.

@@ -121,9 +121,7 @@ class Gateway:
 # One gateway (one connection pool) per endpoint per event loop, or per process in sync
 # code: making an httpx client costs about 20 ms (its TLS context), too much for a lock
 # made per request, and a pool shared by every lock of the process reuses connections.
-_gateways: weakref.WeakKeyDictionary[object, dict[str, Gateway]] = (
-    weakref.WeakKeyDictionary()
-)
+_gateways: weakref.WeakKeyDictionary[object, dict[str, Gateway]] = weakref.WeakKeyDictionary()
 _gateways_mutex = threading.Lock()
 
 

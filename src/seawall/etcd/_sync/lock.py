@@ -114,9 +114,7 @@ class EtcdLock(Holder):
                     sent = _concurrency.monotonic()
                     granted = gateway.grant(lease, seconds, deadline)
                     lease_until = sent + granted
-                queued = self._queue(
-                    gateway, lease, granted, lease_until, blocking, deadline
-                )
+                queued = self._queue(gateway, lease, granted, lease_until, blocking, deadline)
             except EtcdError as exc:
                 self._revoke_later(lease)
                 if spare is not None and exc.code == _core.NOT_FOUND:
@@ -192,9 +190,7 @@ class EtcdLock(Holder):
         deadline) once it holds the lock, None when not blocking or past the deadline,
         a revision of -1 if the lease expired meanwhile."""
         key = self._prefix + _core.token_of(lease)
-        reply = gateway.call(
-            "/v3/kv/txn", _core.enqueue_body(self._prefix, key, lease), deadline
-        )
+        reply = gateway.call("/v3/kv/txn", _core.enqueue_body(self._prefix, key, lease), deadline)
         revision, ahead, sole = _core.enqueued(reply, key)
         watch_from = int(reply["header"]["revision"]) + 1
         pause = RETRY
@@ -220,9 +216,7 @@ class EtcdLock(Holder):
                             return -1, lease_until
                         lease_until = sent + ttl
                     elif (
-                        outcome == _core.DELETED
-                        and sole
-                        and _concurrency.monotonic() < lease_until
+                        outcome == _core.DELETED and sole and _concurrency.monotonic() < lease_until
                     ):
                         # The only key ahead is gone and ours still lives (its lease
                         # has not run out): the lock is ours, with no look needed.

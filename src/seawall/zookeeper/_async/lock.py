@@ -109,9 +109,7 @@ class AsyncZooKeeperLock(AsyncHolder):
         if self._client is None or not is_open(self._client):
             left = left_until(deadline)
             wait = CONNECT_TIMEOUT if left is None else max(left, _lease.MIN_RETRY)
-            self._client = await async_offload(
-                session_for, self.hosts, self.session_timeout, wait
-            )
+            self._client = await async_offload(session_for, self.hosts, self.session_timeout, wait)
         return self._client
 
     async def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:

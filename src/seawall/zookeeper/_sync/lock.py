@@ -110,9 +110,7 @@ class ZooKeeperLock(Holder):
         if self._client is None or not is_open(self._client):
             left = left_until(deadline)
             wait = CONNECT_TIMEOUT if left is None else max(left, _lease.MIN_RETRY)
-            self._client = offload(
-                session_for, self.hosts, self.session_timeout, wait
-            )
+            self._client = offload(session_for, self.hosts, self.session_timeout, wait)
         return self._client
 
     def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
@@ -203,9 +201,7 @@ class ZooKeeperLock(Holder):
         pause = RETRY
         while True:
             try:
-                children = result(
-                    client.get_children_async(self._parent), last_look(deadline)
-                )
+                children = result(client.get_children_async(self._parent), last_look(deadline))
             except ConnectionLoss:
                 # The server is restarting or the connection broke: kazoo reconnects
                 # within the session, and the queued node (ephemeral) stays ours.
