@@ -3,7 +3,8 @@
 benchmarks.
 
     python3 scripts/dev.py demo    seawall demo on the embedded server
-    python3 scripts/dev.py test    unasync check, ruff check and format --check, mypy --strict, then the test suite
+    python3 scripts/dev.py test    unasync check, ruff check and format --check, mypy --strict,
+                                   then the test suite
     python3 scripts/dev.py bench   every benchmark, 3 runs each, medians (bench/run_all.py;
                                    arguments go to it: --quick, --runs N, --only NAME ...)
 
