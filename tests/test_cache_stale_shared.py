@@ -151,12 +151,7 @@ def test_a_shared_stale_value_is_dropped_when_the_key_changes(
     # the next read, as its L1 would after an invalidation (milliseconds here, tens of ms
     # on the cluster; the bound leaves the machine's noise room, far below the 5 s).
     if world == "sync":
-        refresher = seawall.Cache(target.sync(), "changes", **OPTIONS)
-        reader = seawall.Cache(target.sync(), "changes", **OPTIONS)
-        listener = reader._listener()
-        assert listener is not None and listener.wait_listening(10)
-        refresher.set("k", "v1")
-        time.sleep(0.3)
+        refresher, reader = _refresher_and_reader(target, "changes", OPTIONS)
         if change == "refresh_many":
             # get_or_load_many refreshes a stale key in line: in a thread of the refresher.
             load = slow("v2", 1.0)
@@ -190,12 +185,7 @@ def test_a_shared_stale_value_is_dropped_when_the_key_changes(
         async def main() -> float:
             clients = [target.aio(), target.aio()]
             try:
-                refresher = seawall.aio.Cache(clients[0], "changes", **OPTIONS)
-                reader = seawall.aio.Cache(clients[1], "changes", **OPTIONS)
-                listener = reader._listener()
-                assert listener is not None and await listener.wait_listening(10)
-                await refresher.set("k", "v1")
-                await asyncio.sleep(0.3)
+                refresher, reader = await _refresher_and_reader_async(clients, "changes", OPTIONS)
                 if change == "refresh_many":
                     load = slow_async("v2", 1.0)
 
@@ -253,12 +243,7 @@ def test_a_shared_stale_value_is_not_served_past_its_real_expiry(
     # expiry finds no value, waits for the refresh, and gets v2, never the shared v1.
     options = {**OPTIONS, "stale_ttl": 0.5}
     if world == "sync":
-        refresher = seawall.Cache(target.sync(), "expiry", **options)
-        reader = seawall.Cache(target.sync(), "expiry", **options)
-        listener = reader._listener()
-        assert listener is not None and listener.wait_listening(10)
-        refresher.set("k", "v1")
-        time.sleep(0.3)
+        refresher, reader = _refresher_and_reader(target, "expiry", options)
         assert refresher.get_or_load("k", slow("v2", 1.5)) == "v1"
         assert reader.get_or_load("k", _never) == "v1"
         time.sleep(0.6)  # past the real expiry (0.7 s after the set)
@@ -269,12 +254,7 @@ def test_a_shared_stale_value_is_not_served_past_its_real_expiry(
         async def main() -> Any:
             clients = [target.aio(), target.aio()]
             try:
-                refresher = seawall.aio.Cache(clients[0], "expiry", **options)
-                reader = seawall.aio.Cache(clients[1], "expiry", **options)
-                listener = reader._listener()
-                assert listener is not None and await listener.wait_listening(10)
-                await refresher.set("k", "v1")
-                await asyncio.sleep(0.3)
+                refresher, reader = await _refresher_and_reader_async(clients, "expiry", options)
                 assert await refresher.get_or_load("k", slow_async("v2", 1.5)) == "v1"
                 assert await reader.get_or_load("k", _never_async) == "v1"
                 await asyncio.sleep(0.6)
@@ -313,3 +293,30 @@ def test_sync_refreshes_run_on_reused_threads(standalone: Target) -> None:
             assert ran_on[-1] in before
     assert ran_on[0] is threading.current_thread()
     assert {thread.name for thread in ran_on[1:]} == {"seawall-background"}
+
+
+def _refresher_and_reader(
+    target: Target, name: str, options: dict[str, Any]
+) -> tuple[seawall.Cache, seawall.Cache]:
+    """Two caches of one namespace as two processes hold them (the reader's listener
+    subscribed), 0.3 s after the refresher set "k" to v1."""
+    refresher = seawall.Cache(target.sync(), name, **options)
+    reader = seawall.Cache(target.sync(), name, **options)
+    listener = reader._listener()
+    assert listener is not None and listener.wait_listening(10)
+    refresher.set("k", "v1")
+    time.sleep(0.3)
+    return refresher, reader
+
+
+async def _refresher_and_reader_async(
+    clients: list[Any], name: str, options: dict[str, Any]
+) -> tuple[seawall.aio.Cache, seawall.aio.Cache]:
+    """_refresher_and_reader in asyncio, over two clients."""
+    refresher = seawall.aio.Cache(clients[0], name, **options)
+    reader = seawall.aio.Cache(clients[1], name, **options)
+    listener = reader._listener()
+    assert listener is not None and await listener.wait_listening(10)
+    await refresher.set("k", "v1")
+    await asyncio.sleep(0.3)
+    return refresher, reader
