@@ -4,12 +4,15 @@ seawall.aio's), on one server or on Cluster, and count what reaches the servers.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import redis.asyncio.connection
 import redis.cluster
+import redis.connection
 from conftest import Target
 
 import seawall
@@ -119,3 +122,63 @@ def command_calls(target: Target) -> dict[str, int]:
             command = name.removeprefix("cmdstat_").split("|")[0].lower()
             calls[command] = calls.get(command, 0) + int(figures["calls"])
     return calls
+
+
+@contextlib.contextmanager
+def round_trips() -> Iterator[list[str]]:
+    """Each write request redis-py sends ("send": GET, MGET, EVALSHA, EVAL, SCRIPT) and each
+    reply to one it has read ("reply"), in order, sync and asyncio: a send after a reply is
+    a round trip that waited for an earlier one. Other threads' and tasks' traffic on
+    other commands (the listener's messages and PINGs, the second-delete sweeper's ZRANGE)
+    is left out."""
+    events: list[str] = []
+    counted: set[int] = set()  # connections whose last request is counted
+    patched = [redis.connection.AbstractConnection, redis.asyncio.connection.AbstractConnection]
+    sends = [cls.send_packed_command for cls in patched]
+    reads = [cls.read_response for cls in patched]
+
+    def sent(connection: Any, command: Any) -> None:
+        first = command if isinstance(command, bytes | str) else command[0]
+        head = first.encode() if isinstance(first, str) else bytes(first[:40])
+        if any(name in head for name in (b"GET", b"EVAL", b"SCRIPT")):
+            counted.add(id(connection))
+            events.append("send")
+        else:
+            counted.discard(id(connection))
+
+    def replied(connection: Any) -> None:
+        if id(connection) in counted:
+            events.append("reply")
+
+    def sync_send(self: Any, command: Any, *args: Any, **kwargs: Any) -> Any:
+        sent(self, command)
+        return sends[0](self, command, *args, **kwargs)
+
+    def sync_read(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return reads[0](self, *args, **kwargs)
+        finally:
+            replied(self)
+
+    async def async_send(self: Any, command: Any, *args: Any, **kwargs: Any) -> Any:
+        sent(self, command)
+        return await sends[1](self, command, *args, **kwargs)
+
+    async def async_read(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await reads[1](self, *args, **kwargs)
+        finally:
+            replied(self)
+
+    patched[0].send_packed_command, patched[0].read_response = sync_send, sync_read  # type: ignore[method-assign]
+    patched[1].send_packed_command, patched[1].read_response = async_send, async_read  # type: ignore[method-assign]
+    try:
+        yield events
+    finally:
+        for cls, send, read in zip(patched, sends, reads, strict=True):
+            cls.send_packed_command, cls.read_response = send, read  # type: ignore[method-assign]
+
+
+def waits(events: list[str]) -> int:
+    """Round trips made one after another: 1 when every request went out before any reply."""
+    return 1 + sum(1 for i, event in enumerate(events) if event == "send" and "reply" in events[:i])

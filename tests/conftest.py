@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 import os
 from collections.abc import Iterator
@@ -113,3 +114,31 @@ def database(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[Any]:
         db = Database(os.environ["DATABASE_URL"])
     yield db
     db.drop()
+
+
+_databases = itertools.count()
+
+
+@pytest.fixture
+def pg_url(seawall_postgres: Any) -> Iterator[str]:
+    """A fresh database on the session's PostgreSQL, seeded with sqlaworkers' rows; its
+    SQLAlchemy URL (psycopg 3)."""
+    import psycopg
+    from sqlalchemy import create_engine
+    from sqlalchemy.orm import sessionmaker
+    from sqlaworkers import Base, seed
+
+    if not seawall_postgres.running:
+        seawall_postgres.restart()
+    name = f"qc{os.getpid()}_{next(_databases)}"
+    with psycopg.connect(seawall_postgres.dsn(), autocommit=True) as admin:
+        admin.execute(f"CREATE DATABASE {name}")
+    url = f"postgresql+psycopg://postgres@{seawall_postgres.host}:{seawall_postgres.port}/{name}"
+    engine = create_engine(url)
+    Base.metadata.create_all(engine)
+    with sessionmaker(engine)() as session:
+        seed(session)
+    engine.dispose()
+    yield url
+    with psycopg.connect(seawall_postgres.dsn(), autocommit=True) as admin:
+        admin.execute(f"DROP DATABASE {name} WITH (FORCE)")

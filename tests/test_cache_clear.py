@@ -5,16 +5,12 @@ clear, a lost generation key, and deletes that a clear elsewhere cannot outrun."
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-import redis.asyncio.connection
-import redis.connection
-from cacheworld import BACKGROUND, World, command_calls, do, play
+from cacheworld import BACKGROUND, World, command_calls, do, play, round_trips, waits
 from clearworkers import read_across_clear
 from conftest import SPAWN, Target
 
@@ -203,66 +199,6 @@ def test_writes_name_the_generation_redis_holds(target: Target, world: str) -> N
             assert loader.stats().voided == 1, write
 
     play(world, target, scenario)
-
-
-@contextlib.contextmanager
-def round_trips() -> Iterator[list[str]]:
-    """Each write request redis-py sends ("send": GET, EVALSHA, EVAL, SCRIPT) and each
-    reply to one it has read ("reply"), in order, sync and asyncio: a send after a reply is
-    a round trip that waited for an earlier one. Other threads' and tasks' traffic on
-    other commands (the listener's messages and PINGs, the second-delete sweeper's ZRANGE)
-    is left out."""
-    events: list[str] = []
-    counted: set[int] = set()  # connections whose last request is counted
-    patched = [redis.connection.AbstractConnection, redis.asyncio.connection.AbstractConnection]
-    sends = [cls.send_packed_command for cls in patched]
-    reads = [cls.read_response for cls in patched]
-
-    def sent(connection: Any, command: Any) -> None:
-        first = command if isinstance(command, bytes | str) else command[0]
-        head = first.encode() if isinstance(first, str) else bytes(first[:40])
-        if any(name in head for name in (b"GET", b"EVAL", b"SCRIPT")):
-            counted.add(id(connection))
-            events.append("send")
-        else:
-            counted.discard(id(connection))
-
-    def replied(connection: Any) -> None:
-        if id(connection) in counted:
-            events.append("reply")
-
-    def sync_send(self: Any, command: Any, *args: Any, **kwargs: Any) -> Any:
-        sent(self, command)
-        return sends[0](self, command, *args, **kwargs)
-
-    def sync_read(self: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return reads[0](self, *args, **kwargs)
-        finally:
-            replied(self)
-
-    async def async_send(self: Any, command: Any, *args: Any, **kwargs: Any) -> Any:
-        sent(self, command)
-        return await sends[1](self, command, *args, **kwargs)
-
-    async def async_read(self: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            return await reads[1](self, *args, **kwargs)
-        finally:
-            replied(self)
-
-    patched[0].send_packed_command, patched[0].read_response = sync_send, sync_read  # type: ignore[method-assign]
-    patched[1].send_packed_command, patched[1].read_response = async_send, async_read  # type: ignore[method-assign]
-    try:
-        yield events
-    finally:
-        for cls, send, read in zip(patched, sends, reads, strict=True):
-            cls.send_packed_command, cls.read_response = send, read  # type: ignore[method-assign]
-
-
-def waits(events: list[str]) -> int:
-    """Round trips made one after another: 1 when every request went out before any reply."""
-    return 1 + sum(1 for i, event in enumerate(events) if event == "send" and "reply" in events[:i])
 
 
 def test_a_write_reads_the_generation_in_its_own_round_trip(target: Target, world: str) -> None:

@@ -4,45 +4,19 @@ REPEATABLE READ, and AsyncQueryCache on AsyncSession (one server and the cluster
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
 import multiprocessing
-import os
 import threading
 import time
-from collections.abc import Iterator
 from typing import Any
 
-import psycopg
-import pytest
 import redis.asyncio
 from sqlalchemy import create_engine, delete, event, select
 from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 from sqlalchemy.orm import sessionmaker
-from sqlaworkers import Address, Base, Counter, User, rename_in_child, seed
+from sqlaworkers import Address, Counter, User, rename_in_child
 
 from seawall.sqlalchemy import AsyncQueryCache, QueryCache, cached
-
-_numbers = itertools.count()
-
-
-@pytest.fixture
-def pg_url(seawall_postgres: Any) -> Iterator[str]:
-    """A fresh database on the session's PostgreSQL, seeded; its SQLAlchemy URL."""
-    if not seawall_postgres.running:
-        seawall_postgres.restart()
-    name = f"qc{os.getpid()}_{next(_numbers)}"
-    with psycopg.connect(seawall_postgres.dsn(), autocommit=True) as admin:
-        admin.execute(f"CREATE DATABASE {name}")
-    url = f"postgresql+psycopg://postgres@{seawall_postgres.host}:{seawall_postgres.port}/{name}"
-    engine = create_engine(url)
-    Base.metadata.create_all(engine)
-    with sessionmaker(engine)() as session:
-        seed(session)
-    engine.dispose()
-    yield url
-    with psycopg.connect(seawall_postgres.dsn(), autocommit=True) as admin:
-        admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
 
 
 def names(session: Any) -> list[str]:

@@ -205,16 +205,9 @@ class Cache(CacheTags):
     def get(self, key: Any, default: Any = None) -> Any:
         """The cached value of `key` (a stale one too), or `default`; never loads."""
         text = self._key(key)
-        hot = self._hot
-        if hot is not None:
-            hot.skip -= 1  # HotKeys.offer, inlined: most reads are not sampled
-            if hot.skip <= 0 and hot.sample(text):
-                self._publish_hot_keys()
-        found = self.l1.get(text)
-        if found is not MISSING:
-            self._counters.add("l1_hits" if found is not None else "absent_hits")
-            return default if found is None else found
-        found = self._hit(text)
+        found = self._peek(text)
+        if found is MISSING:
+            found = self._hit(text)
         if found is not MISSING:
             return default if found is None else found
         epoch = self._fill_epoch()  # before the generation: see _new_generation

@@ -213,6 +213,19 @@ class CacheBase:
             doing,
         )
 
+    def _peek(self, text: str) -> Any:
+        """What the L1 holds for `text` (MISSING if nothing), counted, the read offered to
+        the hot-key sketch: a read's first step, with no I/O."""
+        hot = self._hot
+        if hot is not None:
+            hot.skip -= 1  # HotKeys.offer, inlined: most reads are not sampled
+            if hot.skip <= 0 and hot.sample(text):
+                self._publish_hot_keys()
+        found = self.l1.get(text)
+        if found is not MISSING:
+            self._counters.add("l1_hits" if found is not None else "absent_hits")
+        return found
+
     # --- Redis: a fresh hit is a plain read ----------------------------------------------
 
     def _hit(self, key: str) -> Any:

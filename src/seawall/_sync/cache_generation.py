@@ -69,29 +69,35 @@ def refused(reply: Any) -> int | None:
     return None
 
 
+def router(client: Any) -> Callable[[str], dict[str, Any]]:
+    """What routes a pipelined command to the node that holds its first key: the keyword
+    arguments of pipe.execute_command (none on one server). Routed here on Cluster, as
+    redis-py's sync cluster pipeline would ask a server for the keys of each EVALSHA
+    (COMMAND GETKEYS), a round trip each. A MOVED reply is followed."""
+    if not isinstance(client, redis.cluster.RedisCluster):
+        return lambda key: {}
+    cluster: Any = client  # the sync cluster client is untyped
+    initialize = getattr(cluster, "initialize", None)  # asyncio: learn the slots
+    if initialize is not None:
+        initialize()
+    return lambda key: {"target_nodes": cluster.get_node_from_key(key)}
+
+
 def pipelined(client: Any, calls: Sequence[Call], read: str | None = None) -> list[Any]:
     """Run `calls` in one pipelined round trip (on Cluster, one per node, all sent before
     any reply is read), after a GET of `read` if given (its reply comes first). After a
     NOSCRIPT (a restarted or flushed server) the scripts are loaded (on every primary of
     a Cluster) and the whole lot sent again: every cache script may run twice."""
 
-    cluster = isinstance(client, redis.cluster.RedisCluster)
-    if cluster:
-        initialize = getattr(client, "initialize", None)  # asyncio: learn the slots
-        if initialize is not None:
-            initialize()
+    route = router(client)
 
     def send() -> list[Any]:
         pipe = client.pipeline(transaction=False)
         if read is not None:
-            node = {"target_nodes": client.get_node_from_key(read)} if cluster else {}
-            pipe.execute_command("GET", read, **node)
+            pipe.execute_command("GET", read, **route(read))
         for script, keys, args in calls:
-            # Not pipe.evalsha(), which a Cluster pipeline refuses. Routed here on Cluster:
-            # redis-py's sync cluster pipeline would ask a server for the keys of each
-            # EVALSHA (COMMAND GETKEYS), a round trip each. A MOVED reply is followed.
-            node = {"target_nodes": client.get_node_from_key(keys[0])} if cluster else {}
-            pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args, **node)
+            # Not pipe.evalsha(), which a Cluster pipeline refuses.
+            pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args, **route(keys[0]))
         return list(pipe.execute())
 
     try:

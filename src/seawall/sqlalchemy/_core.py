@@ -23,6 +23,7 @@ from sqlalchemy.engine.result import IteratorResult, SimpleResultMetaData
 from sqlalchemy.orm import Mapper, ORMExecuteState, Session
 
 from seawall._async.cache_base import REDIS_DOWN
+from seawall._l1 import MISSING
 from seawall._validate import check_name, check_seconds
 from seawall.errors import CacheUnavailable, CacheWaitTimeout
 from seawall.sqlalchemy import _keys, _tables
@@ -47,6 +48,7 @@ PER_STATEMENT = frozenset({"READ COMMITTED", "READ UNCOMMITTED", "AUTOCOMMIT"})
 ATTACHED = "_seawall_query_cache"
 WARN_EVERY = 30.0
 MEMO_SIZE = 2000
+GUESSES = 10_000
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,9 @@ class QueryCacheCore(WriteRecorder):
         self._everything = self._make_cache(f"{self.namespace}:*", TOKEN_TTL, token_options)
         self._tables: dict[str, Any] = {}
         self._memo: dict[Any, Described] = {}
+        # The token values last seen, per (token cache's namespace, token key): guesses
+        # that let a read take one round trip (see _guessed); never trusted as they are.
+        self._guesses: dict[tuple[str, str], str] = {}
         self._mappers: dict[str, Mapper[Any]] = {}
         self._warned_at = -WARN_EVERY
 
@@ -92,6 +97,10 @@ class QueryCacheCore(WriteRecorder):
         raise NotImplementedError
 
     def _loader(self, load: Callable[[], Any]) -> Callable[[], Any]:
+        raise NotImplementedError
+
+    def _plain_reads(self, reads: list[tuple[Any, str]]) -> Any:
+        """cache_reads.plain_reads of the face's flavour (a call for _run)."""
         raise NotImplementedError
 
     # -- attaching ---------------------------------------------------------------------
@@ -170,8 +179,7 @@ class QueryCacheCore(WriteRecorder):
             return encode_result(keys, frozen._rewrite_rows(), _short(statement))
 
         try:
-            key = self._entry_key(state, described, digest)
-            payload = self._run(self.entries.get_or_load(key, self._loader(load), ttl=ttl))
+            payload = self._payload(state, described, digest, self._loader(load), ttl)
         except (*REDIS_DOWN, CacheUnavailable, CacheWaitTimeout) as exc:
             if "failed" in stash:
                 raise
@@ -183,22 +191,99 @@ class QueryCacheCore(WriteRecorder):
             return stash["frozen"]()
         return self._rebuild(state, payload)
 
-    def _entry_key(self, state: ORMExecuteState, described: Described, digest: str) -> str:
-        """Version tokens are read before the database is: a result read before a commit
-        is stored under tokens that commit deletes, where no later reader looks."""
+    def _payload(
+        self,
+        state: ORMExecuteState,
+        described: Described,
+        digest: str,
+        loader: Callable[[], Any],
+        ttl: float | None,
+    ) -> Any:
+        """The cached result, under a key built from the version tokens of every table it
+        may include. Tokens are read before the database is: a result read before a commit
+        is stored under tokens that commit deletes, where no later reader looks.
+
+        Tokens come from the token caches' L1s (no I/O) where they hold them; the others
+        are read in one round trip together with the entry their last seen values name
+        (see _guessed). Only when that guess fails do tokens and entry cost a round trip
+        each, as get_or_load reads them."""
+        kind, wanted = self._tokens_of(state, described)
+        tokens: list[str | None] = []
+        for cache, text in wanted:
+            found = cache._peek(text)
+            tokens.append(found if isinstance(found, str) else None)
+        if None in tokens:
+            payload = self._guessed(kind, digest, wanted, tokens)
+            if payload is not MISSING:
+                return payload
+        for index, (cache, text) in enumerate(wanted):
+            if tokens[index] is None:
+                token = self._run(cache.get_or_load(text, new_token))
+                tokens[index] = self._remember(cache, text, token)
+        key = _keys.entry_key(kind, digest, [token or "" for token in tokens])
+        return self._run(self.entries.get_or_load(key, loader, ttl=ttl))
+
+    def _guessed(
+        self, kind: str, digest: str, wanted: list[tuple[Any, str]], tokens: list[str | None]
+    ) -> Any:
+        """The entry, if the tokens missing from `tokens` (filled in place with those read)
+        still have the values this QueryCache last saw: one round trip reads them and the
+        entry those values name. MISSING if it cannot tell (a token never seen here, one
+        replaced or expired, the entry not held fresh, a generation not known yet).
+
+        Why the entry so read is never stale, whatever order the reads run in (on Cluster
+        they go to several nodes at once): an entry stored under key K(t1..tn) was loaded
+        by a reader that had read tokens t1..tn first, and queried the database after.
+        Every token here is read after this call started. A commit that returned before
+        that deleted the token of each table it wrote (voiding any load of one in flight),
+        and a token's value is random, never made twice. So a token read here with the
+        guessed value either belongs to a table that commit did not write, or was stored
+        after the commit's delete, and so was read by that loader after the commit, before
+        its database read. Tokens taken from an L1 are as fresh as the L1 is (its
+        invalidation broadcast), as on a hit with no I/O."""
+        unread = [index for index, token in enumerate(tokens) if token is None]
+        guesses = [self._guesses.get(_guess_key(*wanted[index])) for index in unread]
+        reads = [wanted[index] for index in unread]
+        if None not in guesses:
+            guess = iter(guesses)
+            named = [token or next(guess) or "" for token in tokens]
+            reads.append((self.entries, _keys.entry_key(kind, digest, named)))
+        try:
+            answers = self._run(self._plain_reads(reads))
+        except REDIS_DOWN:
+            if self.entries.breaker is None:
+                raise
+            return MISSING  # get_or_load degrades as the breaker says
+        if answers is None:
+            return MISSING
+        same = len(answers) > len(unread)
+        for index, expected, answer in zip(unread, guesses, answers, strict=False):
+            token = answer()
+            if isinstance(token, str):
+                tokens[index] = self._remember(*wanted[index], token)
+            same = same and token == expected
+        return answers[-1]() if same else MISSING
+
+    def _tokens_of(
+        self, state: ORMExecuteState, described: Described
+    ) -> tuple[str, list[tuple[Any, str]]]:
+        """(kind of entry, (token cache, token key) of each token its key folds in)."""
         row = _get_target(state)
-        tokens = []
+        wanted = []
         for table in described.tables:
             own = row is not None and table in row[1]
-            tokens.append(self._token(table, BULK_TOKEN if own else TABLE_TOKEN))
-        tokens.append(self._run(self._everything.get_or_load(EVERYTHING_KEY, new_token)))
+            wanted.append((self._table_cache(table), BULK_TOKEN if own else TABLE_TOKEN))
+        wanted.append((self._everything, EVERYTHING_KEY))
         if row is None:
-            return _keys.entry_key("q", digest, tokens)
-        tokens.append(self._token(row[0], row[2]))
-        return _keys.entry_key("g", digest, tokens)
+            return "q", wanted
+        wanted.append((self._table_cache(row[0]), row[2]))
+        return "g", wanted
 
-    def _token(self, table: str, key: str) -> str:
-        token: str = self._run(self._table_cache(table).get_or_load(key, new_token))
+    def _remember(self, cache: Any, text: str, token: str) -> str:
+        """Keep `token` as the guess for its key's next read (see _guessed)."""
+        if len(self._guesses) >= GUESSES:
+            self._guesses.clear()
+        self._guesses[_guess_key(cache, text)] = token
         return token
 
     def _table_cache(self, table: str) -> Any:
@@ -333,6 +418,10 @@ def _names_of(table: Any) -> set[str]:
     if isinstance(mapper, Mapper):
         return {_tables.table_name(t) for t in mapper.tables}
     return {_tables.table_name(table)}
+
+
+def _guess_key(cache: Any, text: str) -> tuple[str, str]:
+    return cache.namespace, text
 
 
 def _get_target(state: ORMExecuteState) -> tuple[str, frozenset[str], str] | None:

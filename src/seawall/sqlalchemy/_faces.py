@@ -9,7 +9,9 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.orm import Session, scoped_session, sessionmaker
 from sqlalchemy.util import await_only, greenlet_spawn
 
+from seawall._async import cache_reads as async_reads
 from seawall._async.cache import AsyncCache
+from seawall._sync import cache_reads
 from seawall._sync.cache import Cache
 from seawall.sqlalchemy._core import QueryCacheCore
 
@@ -35,6 +37,9 @@ class QueryCache(QueryCacheCore):
 
     def _loader(self, load: Callable[[], Any]) -> Callable[[], Any]:
         return load
+
+    def _plain_reads(self, reads: list[tuple[Any, str]]) -> Any:
+        return cache_reads.plain_reads(reads)
 
     def attach(self, factory: F) -> F:
         """Serve cached() statements of sessions made by `factory` (a sessionmaker, a
@@ -86,6 +91,9 @@ class AsyncQueryCache(QueryCacheCore):
             return await greenlet_spawn(load)
 
         return run_in_greenlet
+
+    def _plain_reads(self, reads: list[tuple[Any, str]]) -> Any:
+        return async_reads.plain_reads(reads)
 
     def attach(self, factory: F) -> F:
         """Serve cached() statements of sessions made by `factory` (an async_sessionmaker
