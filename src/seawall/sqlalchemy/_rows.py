@@ -169,17 +169,20 @@ def decode_result(
     """
     objs: list[Any] = []
     built: list[Any] = []
-    records = payload["objs"]
-    for class_name, columns, _rels, plain in records:
+    finish: list[tuple[Any, dict[str, Any], dict[str, Any]]] = []
+    for class_name, columns, rels, plain in payload["objs"]:
         mapper = mappers.get(class_name)
         if mapper is None:
             raise LookupError(f"class {class_name} is not mapped in this process")
-        pk = tuple(decode_value(columns[key]) for key in _pk_keys(mapper))
+        pk_keys, every = _keys_of(mapper)
+        if plain:
+            pk = tuple([columns[key] for key in pk_keys])
+        else:
+            pk = tuple([decode_value(columns[key]) for key in pk_keys])
         identity = (mapper._identity_class, pk, None)  # identity_key_from_primary_key()
         found = existing(identity)
         if found is not None:
             objs.append(found)
-            built.append(None)
             continue
         obj = mapper.class_manager.new_instance()
         state = instance_state(obj)
@@ -195,9 +198,10 @@ def decode_result(
         state.key = identity
         objs.append(obj)
         built.append(state)
-    for state, (_, columns, rels, _plain) in zip(built, records, strict=True):
-        if state is None:
-            continue
+        if rels or len(columns) < len(every):
+            finish.append((state, columns, rels))
+    # Relationships point at objects anywhere in the payload: set once all are built.
+    for state, columns, rels in finish:
         obj = state.obj()
         for key, ref in rels.items():
             if ref is None:
@@ -206,7 +210,7 @@ def decode_result(
                 set_committed_value(obj, key, [objs[i] for i in ref])
             else:
                 set_committed_value(obj, key, objs[ref])
-        every = _column_keys(state.mapper)
+        every = _keys_of(state.mapper)[1]
         if len(columns) < len(every):  # deferred columns: expired, so they load on access
             state._expire_attributes(state.dict, [key for key in every if key not in columns])
     rows = [
@@ -216,24 +220,16 @@ def decode_result(
         ]
         for row in payload["rows"]
     ]
-    return payload["keys"], rows, [state for state in built if state is not None]
+    return payload["keys"], rows, built
 
 
-_PK_KEYS: dict[Mapper[Any], tuple[str, ...]] = {}
-_COLUMN_KEYS: dict[Mapper[Any], tuple[str, ...]] = {}
+_KEYS: dict[Mapper[Any], tuple[tuple[str, ...], tuple[str, ...]]] = {}
 
 
-def _pk_keys(mapper: Mapper[Any]) -> tuple[str, ...]:
-    found = _PK_KEYS.get(mapper)
+def _keys_of(mapper: Mapper[Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(the primary key's attribute keys, every column attribute's key) of `mapper`."""
+    found = _KEYS.get(mapper)
     if found is None:
-        found = tuple(mapper.get_property_by_column(c).key for c in mapper.primary_key)
-        _PK_KEYS[mapper] = found
-    return found
-
-
-def _column_keys(mapper: Mapper[Any]) -> tuple[str, ...]:
-    found = _COLUMN_KEYS.get(mapper)
-    if found is None:
-        found = tuple(attr.key for attr in mapper.column_attrs)
-        _COLUMN_KEYS[mapper] = found
+        pk = tuple(mapper.get_property_by_column(c).key for c in mapper.primary_key)
+        found = _KEYS[mapper] = (pk, tuple(attr.key for attr in mapper.column_attrs))
     return found
