@@ -137,3 +137,65 @@ def test_async_cluster_handover_through_a_node_connection(
         return got[0] - released
 
     assert asyncio.run(body()) < 0.2
+
+
+# --- wake-ups that cannot be subscribed to ---------------------------------------------------
+
+
+def _held_and_waiting(api: Any, kind: str, r: Any, ttl: float) -> tuple[Any, Any]:
+    """A hold of `kind` that nobody renews or releases (as a dead process's would be), and
+    a waiter for it; `api` is seawall or seawall.aio."""
+    if kind == "lock":
+        return api.Lock(r, "unheard", ttl=ttl, renew=False), api.Lock(r, "unheard", ttl=5.0)
+    if kind == "rwlock":
+        held = api.RWLock(r, "unheard", ttl=ttl, renew=False).read()
+        return held, api.RWLock(r, "unheard", ttl=5.0).write()
+    held = api.Semaphore(r, "unheard", 1, ttl=ttl, renew=False)
+    return held, api.Semaphore(r, "unheard", 1, ttl=5.0)
+
+
+@pytest.mark.parametrize("kind", ["lock", "rwlock", "semaphore"])
+@pytest.mark.parametrize("world", ["sync", "async"])
+def test_a_dead_holder_frees_the_lock_within_its_ttl_while_wake_ups_cannot_subscribe(
+    standalone: Target, kind: str, world: str
+) -> None:
+    # The waiter's process listens for wake-ups before it queues; here it never can (the
+    # ACL user has no channel rights, as a slow or refused subscription would be). A
+    # holder that died still frees the lock when its lease ends: the waiter looks again
+    # then, instead of after a full wait for the subscription (1 s).
+    import asyncio
+
+    import seawall.aio
+
+    admin = standalone.sync()
+    admin.acl_setuser(
+        "deaf", enabled=True, passwords=["+deaf-secret"], keys=["*"], commands=["+@all"]
+    )
+    ttl = 0.3
+    try:
+        if world == "sync":
+            held, waiting = _held_and_waiting(
+                seawall, kind, standalone.sync(username="deaf", password="deaf-secret"), ttl
+            )
+            assert held.acquire()
+            started = time.monotonic()
+            assert waiting.acquire(timeout=5)
+            took = time.monotonic() - started
+        else:
+
+            async def body() -> float:
+                r = standalone.aio(username="deaf", password="deaf-secret")
+                try:
+                    held, waiting = _held_and_waiting(seawall.aio, kind, r, ttl)
+                    assert await held.acquire()
+                    started = time.monotonic()
+                    assert await waiting.acquire(timeout=5)
+                    return time.monotonic() - started
+                finally:
+                    await r.aclose()
+
+            took = asyncio.run(body())
+    finally:
+        admin.acl_deluser("deaf")
+    # The lease ends 0.3 s after the hold; without the bound the first look came after 1 s.
+    assert took < ttl + 0.45, f"the waiter took {took:.2f} s"

@@ -155,12 +155,14 @@ class AsyncRWSide(AsyncLeaseHolder):
                 remaining = left_until(deadline)
                 if remaining is not None and remaining <= 0:
                     return False
+                pause = self._pause(blocker_pttl, remaining)
                 if waiter_id is None:
                     # Listen first, then try again queued: a release between the failed
-                    # attempt and the queueing would otherwise wake nobody here.
-                    await turn.listen(min(remaining, 1.0) if remaining is not None else 1.0)
+                    # attempt and the queueing would otherwise wake nobody here. No longer
+                    # than the blocker's lease: see Lock.acquire.
+                    await turn.listen(min(pause, 1.0))
                     continue
-                await turn.wait_signal(self._pause(blocker_pttl, remaining))
+                await turn.wait_signal(pause)
 
     async def _attempt(
         self,

@@ -138,12 +138,14 @@ class Lock(LeaseHolder):
                 remaining = left_until(deadline)
                 if remaining is not None and remaining <= 0:
                     return False
+                pause = _lease.wait_slice(holder_pttl, remaining)
                 if waiter_id is None:
                     # Listen first, then try again queued: a release between the failed
-                    # attempt and the queueing would otherwise wake nobody here.
-                    turn.listen(min(remaining, 1.0) if remaining is not None else 1.0)
+                    # attempt and the queueing would otherwise wake nobody here. No longer
+                    # than the holder's lease: a dead holder's lock is free when it ends,
+                    # however slow the subscription is.
+                    turn.listen(min(pause, 1.0))
                     continue
-                pause = _lease.wait_slice(holder_pttl, remaining)
                 if woken:
                     # Woken but beaten to it: wake-ups are throttled for a moment, so look
                     # again after that moment rather than wait for one.

@@ -127,14 +127,15 @@ class Semaphore(LeaseHolder):
                 remaining = left_until(deadline)
                 if remaining is not None and remaining <= 0:
                     return False
-                if waiter_id is None:
-                    # Listen first, then try again queued: a release between the failed
-                    # attempt and the queueing would otherwise wake nobody here.
-                    turn.listen(min(remaining, 1.0) if remaining is not None else 1.0)
-                    continue
                 # Look again when a lease or a queued process may lapse, and at least every
                 # WAITER_SLICE, which also keeps this process's place in the queue.
                 pause = min(_lease.wait_slice(wait_ms, remaining), WAITER_SLICE)
+                if waiter_id is None:
+                    # Listen first, then try again queued: a release between the failed
+                    # attempt and the queueing would otherwise wake nobody here. No longer
+                    # than a lease may take to lapse: see Lock.acquire.
+                    turn.listen(min(pause, 1.0))
+                    continue
                 turn.wait_signal(pause)
 
     def _attempt(
