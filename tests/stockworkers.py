@@ -102,9 +102,10 @@ _RESTART_ERRORS = (
 
 
 def sell_through_restart(
-    url: str, name: str, order_ids: Sequence[str], patience: float
+    url: str, name: str, order_ids: Sequence[str], patience: float, pause: float = 0.0
 ) -> list[tuple[str, bool, int, int]]:
-    """Like `sell`, retrying each take until it answers (at most `patience` seconds).
+    """Like `sell`, retrying each take until it answers (at most `patience` seconds), and
+    waiting `pause` seconds after each unit it gets (so a sale lasts past a crash).
 
     Returns (order id, result, tries, time.monotonic_ns() of the answer) per order.
     """
@@ -127,5 +128,7 @@ def sell_through_restart(
                     raise
                 time.sleep(0.005)
         ledger.append((order_id, taken, tries, time.monotonic_ns()))
+        if taken and pause:
+            time.sleep(pause)
     r.close()
     return ledger
