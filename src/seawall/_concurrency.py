@@ -7,7 +7,9 @@ The implementations in `seawall/_async/` use the `Async*` / `async_*` names belo
 from __future__ import annotations
 
 import asyncio
+import atexit
 import collections
+import contextlib
 import functools
 import inspect
 import logging
@@ -92,11 +94,46 @@ class AsyncWorker:
 
 class Worker:
     def __init__(self, target: Callable[[], None], name: str) -> None:
-        self._thread = threading.Thread(target=target, name=name, daemon=True)
+        self._thread = threading.Thread(target=_until_exit, args=(target,), name=name, daemon=True)
+        _worker_threads.add(self._thread)
         self._thread.start()
 
     def alive(self) -> bool:
         return self._thread.is_alive()
+
+
+class WorkerExit(BaseException):
+    """Ends a background thread of seawall's when the interpreter exits (see _stop_workers)."""
+
+
+# Set when the interpreter begins to exit. From then on seawall's background threads stop
+# where they would reconnect or go on (raise_if_cancelled raises WorkerExit there). Daemon
+# threads are frozen wherever they stand once the interpreter finalizes; one frozen inside
+# a redis-py connection pool's lock (releasing or opening a connection) would hang the main
+# thread for ever at its last clean-up of that pool (a client's __del__ closes it).
+_exiting = threading.Event()
+_worker_threads: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
+STOP_WAIT = 0.5  # at most this long in all, at exit, for the background threads to stop
+
+
+def _until_exit(target: Callable[[], None]) -> None:
+    with contextlib.suppress(WorkerExit):
+        target()
+
+
+@atexit.register
+def _stop_workers() -> None:
+    """At exit (after the application's own atexit calls, registered later): ask the
+    background threads to stop and give them a moment, so none is frozen mid-way through a
+    connection pool. Threads blocked in a read or a wait hold no pool lock and may stay."""
+    _exiting.set()
+    deadline = time.monotonic() + STOP_WAIT
+    for thread in list(_worker_threads):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        if thread is not threading.current_thread():
+            thread.join(min(left, 0.1))
 
 
 def _failed(what: str, exc: Exception, cleanup: bool) -> None:
@@ -488,5 +525,7 @@ def async_raise_if_cancelled() -> None:
 
 
 def raise_if_cancelled() -> None:
-    # Threads cannot be cancelled.
-    pass
+    """Threads cannot be cancelled; at interpreter exit a background thread is stopped here
+    (WorkerExit, see _stop_workers), as a cancelled task is in asyncio."""
+    if _exiting.is_set():
+        raise WorkerExit

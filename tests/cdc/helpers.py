@@ -34,9 +34,17 @@ class FollowerProcess:
         self.log_path = os.path.join(str(log_dir), f"follower-{uuid.uuid4().hex[:8]}.log")
         self._log = open(self.log_path, "wb")  # noqa: SIM115 - closed in stop()
         argv = [sys.executable, "-m", "seawall", "follow", source_url, "--redis", redis_url]
+        # With faulthandler on, a follower that does not stop in time is made to show
+        # where each of its threads stands (SIGABRT) before it is killed: see stop().
+        env = {**os.environ, "PYTHONFAULTHANDLER": "1"}
         self.proc = subprocess.Popen(
-            [*argv, *args], stdout=self._log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL
+            [*argv, *args],
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
         )
+        self.stuck: str | None = None  # the log, if SIGTERM did not stop it within 10 s
 
     def log(self) -> str:
         with open(self.log_path, encoding="utf-8", errors="replace") as f:
@@ -61,7 +69,12 @@ class FollowerProcess:
             try:
                 self.proc.wait(10)
             except subprocess.TimeoutExpired:
-                self.kill()
+                self.proc.send_signal(signal.SIGABRT)  # faulthandler writes the stacks
+                try:
+                    self.proc.wait(5)
+                except subprocess.TimeoutExpired:
+                    self.kill()
+                self.stuck = self.log()
         self._log.close()
 
 

@@ -37,6 +37,8 @@ def followers(tmp_path: Any) -> Iterator[Callable[..., FollowerProcess]]:
     yield start
     for follower in started:
         follower.stop()
+    stuck = [follower.stuck for follower in started if follower.stuck is not None]
+    assert not stuck, f"a follower did not stop within 10 s of SIGTERM:\n{stuck[0]}"
 
 
 def _primed(database: Any, client: redis.Redis, count: int = ROWS) -> None:

@@ -19,6 +19,7 @@ from seawall._concurrency import (
     AsyncEvent,
     AsyncWorker,
     ScopedRegistry,
+    async_raise_if_cancelled,
     async_run_soon,
     async_scope,
 )
@@ -122,6 +123,7 @@ class AsyncRenewer:
 
     async def _run(self) -> None:
         while True:
+            async_raise_if_cancelled()  # in the sync twin: the interpreter is exiting
             # Clear before looking, so an add() racing with this pass is never missed.
             self._changed.clear()
             wake_at, due = self._next_due()

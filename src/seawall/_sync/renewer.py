@@ -20,6 +20,7 @@ from seawall._concurrency import (
     Event,
     Worker,
     ScopedRegistry,
+    raise_if_cancelled,
     run_soon,
     scope,
 )
@@ -123,6 +124,7 @@ class Renewer:
 
     def _run(self) -> None:
         while True:
+            raise_if_cancelled()  # in the sync twin: the interpreter is exiting
             # Clear before looking, so an add() racing with this pass is never missed.
             self._changed.clear()
             wake_at, due = self._next_due()
