@@ -113,7 +113,10 @@ class WorkerExit(BaseException):
 # thread for ever at its last clean-up of that pool (a client's __del__ closes it).
 _exiting = threading.Event()
 _worker_threads: weakref.WeakSet[threading.Thread] = weakref.WeakSet()
-STOP_WAIT = 0.5  # at most this long in all, at exit, for the background threads to stop
+# At exit, how long in all the background threads get to stop. Those running Python (the
+# ones that could be frozen inside a pool's lock) finish their step within microseconds;
+# those blocked in a read or a wait hold no lock and are not waited for any longer.
+STOP_WAIT = 0.05
 
 
 def _until_exit(target: Callable[[], None]) -> None:
@@ -133,7 +136,7 @@ def _stop_workers() -> None:
         if left <= 0:
             break
         if thread is not threading.current_thread():
-            thread.join(min(left, 0.1))
+            thread.join(left)
 
 
 def _failed(what: str, exc: Exception, cleanup: bool) -> None:
