@@ -167,6 +167,7 @@ class AsyncCache(AsyncCacheTags):
             raise TypeError(f"cache {self.namespace!r}: loader must be callable, got {loader!r}")
         if tags is not None:
             loader = self._tagging_loader(self._tags(tags), text, loader, entry_ttl)
+        # _peek, inlined (the L1 hit is the path a method call costs most); keep in step.
         hot = self._hot
         if hot is not None:
             hot.skip -= 1  # HotKeys.offer, inlined: most reads are not sampled
