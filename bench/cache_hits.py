@@ -45,9 +45,9 @@ from _harness import (
 )
 
 import seawall
-import seawall._sync.cache_base
 import seawall.aio
-from seawall._cache_codec import cache_keys
+import seawall.cache._sync.base
+from seawall.cache._codec import cache_keys
 
 KEYS = 100
 VALUE = {"id": 42, "name": "a cached row", "tags": ["x", "y"], "score": 0.5}
@@ -163,7 +163,7 @@ def contenders(url: str, runner: asyncio.Runner, name: str) -> dict[str, Callabl
     def al2_read(key: str) -> Any:
         return al2.get_or_load(key, _never)
 
-    fetch = seawall._sync.cache_base._FETCH
+    fetch = seawall.cache._sync.base._FETCH
     script_keys = {key: cache_keys(l2.namespace, key).all for key in keys}
 
     def bare_script(key: str) -> Any:

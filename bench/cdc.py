@@ -45,8 +45,8 @@ from _harness import (
 )
 
 import seawall
-from seawall._cache_codec import cache_keys
-from seawall._l1 import MISSING
+from seawall.cache._codec import cache_keys
+from seawall.cache._l1 import MISSING
 
 ROWS = 20_000
 SENTINEL = 0  # its invalidation marks "the follower has everything up to here"

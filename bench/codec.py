@@ -1,6 +1,6 @@
 """Cache payload codecs: encode + decode time and payload size, no Redis.
 
-seawall's serializers (the default JSON read back exactly, see src/seawall/_cache_json.py,
+seawall's serializers (the default JSON read back exactly, see src/seawall/cache/_json.py,
 with orjson as `seawall[fast]` installs it, with the stdlib alone and with compression;
 msgpack and pickle on request) against the codecs of the other caches, each through the
 library's own code, as its Redis backend stores a value:
@@ -50,8 +50,8 @@ from _harness import (
     write_json,
 )
 
-from seawall import _cache_json
-from seawall._cache_codec import make_serializer
+from seawall.cache import _json
+from seawall.cache._codec import make_serializer
 
 PLAIN = {"id": 7, "name": "Ada Lovelace", "email": "ada@example.com", "score": 91.5,
          "active": True, "roles": ["admin", "author"], "manager_id": None}  # fmt: skip
@@ -102,21 +102,21 @@ def seawall_codec(choice: str, *, orjson: bool = True, compress_over: int | None
     serializer = make_serializer(choice, compress_over)
     if orjson:
         return serializer.dumps, serializer.loads
-    saved = _cache_json._orjson
+    saved = _json._orjson
 
     def dumps(value: Any) -> bytes:
-        _cache_json._orjson = None  # type: ignore[assignment]
+        _json._orjson = None  # type: ignore[assignment]
         try:
             return serializer.dumps(value)
         finally:
-            _cache_json._orjson = saved
+            _json._orjson = saved
 
     def loads(data: bytes) -> Any:
-        _cache_json._orjson = None  # type: ignore[assignment]
+        _json._orjson = None  # type: ignore[assignment]
         try:
             return serializer.loads(data)
         finally:
-            _cache_json._orjson = saved
+            _json._orjson = saved
 
     return dumps, loads
 
@@ -164,7 +164,7 @@ def bare_orjson() -> Codec:
 
 
 def codecs() -> dict[str, Codec]:
-    if _cache_json._orjson is None:
+    if _json._orjson is None:
         sys.exit("codec.py compares seawall with orjson: install the bench extra (dev.py bench)")
     return {
         SEAWALL: seawall_codec("json"),

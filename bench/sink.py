@@ -41,7 +41,7 @@ from _harness import (
 )
 
 import seawall
-from seawall._keys import stock_keys
+from seawall.shared._keys import stock_keys
 
 FILL_PIPELINE = 1000
 

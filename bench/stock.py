@@ -48,8 +48,8 @@ from _harness import (
 )
 
 import seawall
-from seawall import _scripts
-from seawall._stock import MAX_UNITS
+from seawall.shared import _scripts
+from seawall.stock._stock import MAX_UNITS
 
 START_DELAY = 0.3  # seconds between "round sent" and its common start
 
@@ -107,7 +107,7 @@ def _attempts(client: redis.Redis, contender: str, name: str) -> Attempt:
         sha = client.script_load(BARE_SCRIPT)
         return lambda i: bool(client.evalsha(sha, 1, key, 1))
     if contender == SCRIPT:
-        take = _scripts.load("stock_take")
+        take = _scripts.load("seawall.stock", "stock_take")
         keys = (key, stock.keys.taken, stock.keys.orders, stock.keys.log, stock.keys.onsale)
         client.script_load(take.source)
         return lambda i: client.evalsha(take.sha, 5, *keys, prefix + str(i), 1) in (1, 2)

@@ -8,7 +8,7 @@ import time
 
 from lockworkers import async_client
 
-from seawall._async.cache_waker import get_cache_waker
+from seawall.cache._async.waker import get_cache_waker
 
 
 async def _touch_listeners(url: str, cluster: bool, delay: float) -> None:

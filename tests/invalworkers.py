@@ -15,8 +15,8 @@ from typing import Any
 
 from lockworkers import async_client, sync_client
 
-from seawall._async.invalidation import get_invalidator as get_async_invalidator
-from seawall._sync.invalidation import get_invalidator
+from seawall.cache._async.invalidation import get_invalidator as get_async_invalidator
+from seawall.cache._sync.invalidation import get_invalidator
 
 
 class RecordingL1:

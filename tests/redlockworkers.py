@@ -25,7 +25,8 @@ import redis.connection
 
 import seawall
 import seawall.aio
-from seawall import _redlock, _scripts
+from seawall.locks import _redlock
+from seawall.shared import _scripts
 
 Interval = tuple[int, int]
 
@@ -317,7 +318,7 @@ _PAUSE: dict[str, Any] = {"armed": False, "pipe": None, "sent": 0, "masters": 0}
 _PAUSE_MUTEX = threading.Lock()
 
 
-_ACQUIRE_SCRIPT = _scripts.load("redlock_acquire")
+_ACQUIRE_SCRIPT = _scripts.load("seawall.locks", "redlock_acquire")
 
 
 def _is_acquire(args: tuple[Any, ...]) -> bool:

@@ -176,16 +176,16 @@ def test_sync_in_operator_and_async_refusal(standalone: Target) -> None:
 
 
 def test_bits_are_the_ones_the_pure_module_computes(standalone: Target) -> None:
-    # The scripts walk offsets from (x, y) themselves; they must agree with _bloom.positions.
-    from seawall import _bloom
+    # The scripts walk offsets from (x, y) themselves; they must agree with _arithmetic.positions.
+    from seawall.bloom import _arithmetic
 
     client = standalone.sync()
     bloom = seawall.BloomFilter(client, "agree", 500, 0.01)
     bloom.create()
     items = [f"i{i}" for i in range(500)]
     bloom.add_many(items)
-    sizing = _bloom.size(500, 0.01)
-    expected = {p for item in items for p in _bloom.positions(item.encode(), sizing)}
+    sizing = _arithmetic.size(500, 0.01)
+    expected = {p for item in items for p in _arithmetic.positions(item.encode(), sizing)}
     bitmap = client.get(bloom.key)
     set_bits = {i for i in range(sizing.bits) if bitmap[i >> 3] >> (7 - (i & 7)) & 1}
     assert set_bits == expected  # Redis numbers bits from the most significant one

@@ -9,7 +9,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from seawall._breaker import CircuitBreaker
+from seawall.cache._breaker import CircuitBreaker
 
 
 def guarded_ping(client: redis.Redis, breaker: CircuitBreaker) -> str:

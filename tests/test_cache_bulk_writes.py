@@ -22,7 +22,7 @@ from redis.crc import key_slot
 
 import seawall
 import seawall.aio
-from seawall._cache_codec import cache_keys
+from seawall.cache._codec import cache_keys
 
 KEYS = [f"k{i}" for i in range(100)]
 

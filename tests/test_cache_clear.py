@@ -16,7 +16,7 @@ from conftest import SPAWN, Target
 
 import seawall
 import seawall.aio
-from seawall._cache_codec import cache_keys, generation_key
+from seawall.cache._codec import cache_keys, generation_key
 
 ENTRIES = 10_000
 
@@ -325,7 +325,7 @@ def test_deletes_tags_and_second_deletes_after_a_clear(target: Target, world: st
 def test_without_an_l1_a_process_hears_clears_only(target: Target) -> None:
     """Its listener carries the generations, not every write's discard; an L1 that keeps
     entries, registered later, has it hear those too before anything is kept."""
-    from seawall import _invalidation_message as fmt
+    from seawall.cache import _invalidation_message as fmt
 
     client = target.sync()
     off = seawall.Cache(client, "modes", ttl=60, l1_size=0, hot_keys=0)

@@ -15,7 +15,7 @@ from conftest import SPAWN, Target
 
 import seawall
 import seawall.aio
-from seawall._async.cache_again import CHECK_EVERY, schedule_key
+from seawall.cache._async.again import CHECK_EVERY, schedule_key
 
 
 class Api:

@@ -10,7 +10,7 @@ from conftest import Target
 
 import seawall
 import seawall.aio
-from seawall._call_keys import KEY_LIMIT
+from seawall.cache._call_keys import KEY_LIMIT
 
 
 class Tenant:

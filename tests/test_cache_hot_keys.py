@@ -11,7 +11,7 @@ from conftest import Target
 
 import seawall
 import seawall.aio
-from seawall._hotkeys import HotKeys
+from seawall.cache._hotkeys import HotKeys
 
 
 def gets(r: Any) -> int:

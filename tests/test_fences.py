@@ -17,7 +17,7 @@ import redis
 from conftest import Target
 
 import seawall
-from seawall._keys import lock_keys, lock_keys_of, rwlock_keys, semaphore_keys, tagged
+from seawall.shared._keys import lock_keys, lock_keys_of, rwlock_keys, semaphore_keys, tagged
 
 DAY_MS = 86_400_000
 EXACT = 2**53  # Lua numbers are doubles: fences must stay below this to be exact

@@ -1,4 +1,4 @@
-"""L1 invalidation broadcast (seawall._async/_sync.invalidation) against real servers.
+"""L1 invalidation broadcast (seawall.cache._async/_sync.invalidation) against real servers.
 
 A small dict-backed stand-in L1 (tests/invalworkers.py) replaces the cache's L1, so these
 tests do not depend on the cache.
@@ -17,8 +17,8 @@ import redis.cluster
 from conftest import SPAWN, Target
 from invalworkers import RecordingL1, listener
 
-from seawall._async.invalidation import get_invalidator as get_async_invalidator
-from seawall._sync.invalidation import get_invalidator
+from seawall.cache._async.invalidation import get_invalidator as get_async_invalidator
+from seawall.cache._sync.invalidation import get_invalidator
 
 
 def kill_listeners(target: Target | str, cluster: bool = False) -> int:
@@ -291,7 +291,7 @@ def test_server_killed_clears_at_once_and_listening_resumes(
 
 def test_frozen_server_is_noticed_by_ping(seawall_server_factory: Any) -> None:
     # SIGSTOP: the connection stays open but nothing answers; only the PING finds out.
-    from seawall._sync import invalidation
+    from seawall.cache._sync import invalidation
 
     server = seawall_server_factory()
     client = redis.Redis.from_url(server.url)

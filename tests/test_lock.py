@@ -14,8 +14,8 @@ from lockworkers import count_under_lock, counter_key, holder
 
 import seawall
 import seawall.aio
-from seawall._async.renewer import get_renewer as get_async_renewer
-from seawall._sync.renewer import get_renewer
+from seawall.locks._async.renewer import get_renewer as get_async_renewer
+from seawall.locks._sync.renewer import get_renewer
 
 
 def run(coro: Any) -> Any:

@@ -79,7 +79,7 @@ def test_cluster_wakeups_without_client_pubsub(seawall_cluster: Any) -> None:
 
     import redis.asyncio.cluster
 
-    from seawall._async.waker import node_pubsub
+    from seawall.locks._async.waker import node_pubsub
 
     async def body() -> None:
         rc = redis.asyncio.cluster.RedisCluster.from_url(seawall_cluster.url)
@@ -112,7 +112,7 @@ def test_async_cluster_handover_through_a_node_connection(
     import redis.asyncio.cluster
 
     import seawall.aio
-    from seawall._async import waker
+    from seawall.locks._async import waker
 
     monkeypatch.setattr(waker, "open_pubsub", waker.node_pubsub)  # as on redis-py < 8
 

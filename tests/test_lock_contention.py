@@ -11,14 +11,15 @@ from conftest import SPAWN, Target
 from lockworkers import contend, counter_key, wait_for_lock
 
 import seawall
-from seawall import _lease, _scripts
-from seawall._keys import WAKE_PREFIX, lock_keys
-from seawall._sync import lock as lock_module
-from seawall._sync import waker as waker_module
-from seawall._sync.scripts import run_script
+from seawall.locks import _lease
+from seawall.locks._sync import lock as lock_module
+from seawall.locks._sync import waker as waker_module
+from seawall.shared import _scripts
+from seawall.shared._keys import WAKE_PREFIX, lock_keys
+from seawall.shared._sync.scripts import run_script
 
-ACQUIRE = _scripts.load("lock_acquire")
-RELEASE = _scripts.load("lock_release")
+ACQUIRE = _scripts.load("seawall.locks", "lock_acquire")
+RELEASE = _scripts.load("seawall.locks", "lock_release")
 CONTENTION = (20, 100, 5)  # starving, hand-off, throttle (ms), as seawall.Lock passes them
 
 

@@ -22,7 +22,8 @@ from redlockworkers import count_under_redlock, counter_key
 
 import seawall
 import seawall.aio
-from seawall import _keys, _redlock
+from seawall.locks import _redlock
+from seawall.shared import _keys
 
 
 class SyncRedlock:

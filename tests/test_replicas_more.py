@@ -14,9 +14,9 @@ from conftest import Target
 
 import seawall
 import seawall.aio
-from seawall._async import semaphore as async_semaphore
-from seawall._keys import rwlock_keys
-from seawall._sync import semaphore as sync_semaphore
+from seawall.locks._async import semaphore as async_semaphore
+from seawall.locks._sync import semaphore as sync_semaphore
+from seawall.shared._keys import rwlock_keys
 
 KINDS = ["Semaphore", "read", "write"]
 

@@ -17,8 +17,8 @@ from rlockworkers import count_under_rlock, reentered_holder
 
 import seawall
 import seawall.aio
-from seawall._async.renewer import get_renewer as get_async_renewer
-from seawall._sync.renewer import get_renewer
+from seawall.locks._async.renewer import get_renewer as get_async_renewer
+from seawall.locks._sync.renewer import get_renewer
 
 
 def run(coro: Any) -> Any:

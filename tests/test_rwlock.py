@@ -19,8 +19,8 @@ from owners import OwnerPerObject
 
 import seawall
 import seawall.aio
-from seawall._async.renewer import get_renewer as get_async_renewer
-from seawall._sync.renewer import get_renewer
+from seawall.locks._async.renewer import get_renewer as get_async_renewer
+from seawall.locks._sync.renewer import get_renewer
 
 
 class World:

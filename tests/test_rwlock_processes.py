@@ -12,7 +12,7 @@ from lockworkers import counter_key
 from rwworkers import hold_side, rw_ops
 
 import seawall
-from seawall import _rwpolicy
+from seawall.locks import _rwpolicy
 
 # --- acceptance 6: 16 readers and 4 writers, 5,000 holds in all ----------------------------
 

@@ -17,6 +17,7 @@ import secrets
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,16 +27,26 @@ from conftest import Target
 
 import seawall
 import seawall.aio
-from seawall import _scripts
-from seawall._cache_codec import cache_keys
-from seawall._keys import WAKE_PREFIX, lock_keys, rwlock_keys, semaphore_keys, stock_keys, tagged
-from seawall._sync.scripts import run_script
+from seawall.cache._codec import cache_keys
+from seawall.shared import _scripts
+from seawall.shared._keys import (
+    WAKE_PREFIX,
+    lock_keys,
+    rwlock_keys,
+    semaphore_keys,
+    stock_keys,
+    tagged,
+)
+from seawall.shared._sync.scripts import run_script
 
 
 def script(name: str) -> _scripts.LuaScript:
+    """The script `name`, from the folder of the family that runs it."""
+    (path,) = Path(seawall.__file__).parent.glob(f"*/{name}.lua")
+    loaded = _scripts.load(f"seawall.{path.parent.name}", name)
     if name.startswith("cache_store"):  # they share cache_write.lua
-        return _scripts.with_prelude("cache_write", _scripts.load(name))
-    return _scripts.load(name)
+        return _scripts.with_prelude("cache_write", loaded)
+    return loaded
 
 
 def twice(client: Any, name: str, keys: tuple[str, ...], args: tuple[Any, ...]) -> list[Any]:

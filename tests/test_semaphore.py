@@ -14,11 +14,11 @@ from semaphoreworkers import FORKSERVER, cycle_permits, hold_permit
 
 import seawall
 import seawall.aio
-from seawall import _scripts
-from seawall._async.renewer import get_renewer as get_async_renewer
-from seawall._keys import WAKE_PREFIX, semaphore_keys
-from seawall._sync.renewer import get_renewer
-from seawall._sync.scripts import run_script
+from seawall.locks._async.renewer import get_renewer as get_async_renewer
+from seawall.locks._sync.renewer import get_renewer
+from seawall.shared import _scripts
+from seawall.shared._keys import WAKE_PREFIX, semaphore_keys
+from seawall.shared._sync.scripts import run_script
 
 
 def run(coro: Any) -> Any:
@@ -130,8 +130,8 @@ LAPSE_MS = 100  # seawall.Semaphore passes WAITER_LAPSE_MS; shorter here to keep
 def test_newcomer_never_takes_a_permit_a_queued_process_waits_for(standalone: Target) -> None:
     r = standalone.sync()
     keys = semaphore_keys("queue")
-    acquire = _scripts.load("semaphore_acquire")
-    release = _scripts.load("semaphore_release")
+    acquire = _scripts.load("seawall.locks", "semaphore_acquire")
+    release = _scripts.load("seawall.locks", "semaphore_release")
 
     def attempt(token: str, waiter: str = "") -> list[Any]:
         return run_script(  # type: ignore[no-any-return]

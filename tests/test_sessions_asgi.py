@@ -14,8 +14,8 @@ import pytest
 import sessionapps
 from conftest import Target
 
-from seawall import _scripts
 from seawall.sessions import _ids
+from seawall.shared import _scripts
 
 
 @pytest.fixture(scope="module", params=["standalone", "cluster"])

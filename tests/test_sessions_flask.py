@@ -14,8 +14,8 @@ import pytest
 import sessionapps
 from conftest import Target
 
-from seawall import _scripts
 from seawall.sessions import _ids
+from seawall.shared import _scripts
 
 
 @pytest.fixture(scope="module", params=["standalone", "cluster"])
@@ -57,7 +57,7 @@ def apps(topology: Any, target: Any) -> Any:
 def test_flask_sessions_shared_by_two_instances_in_few_round_trips(apps: Any, target: Any) -> None:
     (one, _), (base_one, base_two) = apps
     for name in ("session_load", "session_save"):
-        target.sync().script_load(_scripts.load(name).source)
+        target.sync().script_load(_scripts.load("seawall.sessions", name).source)
     with httpx.Client(base_url=base_one) as user:
         one.sent.clear()
         cookie = user.get("/put?colour=blue").headers["set-cookie"]

@@ -98,7 +98,7 @@ def test_cancels_end_cancelled_whatever_the_order(
 
 
 def _change(entry: Any) -> Any:
-    from seawall._orders import change_from_entry
+    from seawall.stock._orders import change_from_entry
 
     return change_from_entry(entry[1])
 

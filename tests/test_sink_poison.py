@@ -113,8 +113,8 @@ def test_a_poison_entry_is_set_aside_and_later_orders_are_saved(
 
 
 def test_every_accepted_order_id_fits_the_column() -> None:
-    from seawall._sql import KEY_CHARS, create_sql
-    from seawall._stock import MAX_ORDER_ID_BYTES
+    from seawall.stock._sql import KEY_CHARS, create_sql
+    from seawall.stock._stock import MAX_ORDER_ID_BYTES
 
     assert MAX_ORDER_ID_BYTES <= KEY_CHARS  # bytes >= characters, in any UTF-8 text
     assert f"order_id VARCHAR({KEY_CHARS})" in create_sql("t")

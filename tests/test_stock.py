@@ -19,7 +19,7 @@ from redis.crc import key_slot
 
 import seawall
 import seawall.aio
-from seawall._stock import MAX_ORDER_ID_BYTES
+from seawall.stock._stock import MAX_ORDER_ID_BYTES
 
 Body = Callable[[Any], Awaitable[None]]
 

@@ -34,8 +34,8 @@ import redis
 from test import lock_tests  # the interpreter's own test suite (see the module docstring)
 
 import seawall
-from seawall import _fanout
-from seawall._sync.waker import get_waker
+from seawall.locks._sync.waker import get_waker
+from seawall.shared import _fanout
 
 _names = itertools.count()
 _RUN = uuid.uuid4().hex[:8]

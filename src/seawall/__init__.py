@@ -5,21 +5,10 @@ Sync API here; the asyncio twins of the same names live in `seawall.aio`.
 
 from __future__ import annotations
 
-from seawall._breaker import CircuitBreaker, RateLimiter
-from seawall._cache_stats import CacheStats
-from seawall._dedupe import claim_message, create_processed_table
-from seawall._orders import Balance, ReconcileReport
-from seawall._sync.bloom import BloomFilter
-from seawall._sync.cache import Cache
-from seawall._sync.fence import fenced_read, fenced_write
-from seawall._sync.idempotent import Idempotent
-from seawall._sync.lock import Lock
-from seawall._sync.redlock import Redlock
-from seawall._sync.rlock import RLock
-from seawall._sync.rwlock import RWLock
-from seawall._sync.semaphore import Semaphore
-from seawall._sync.sink import OrderSink
-from seawall._sync.stock import Stock
+from seawall.bloom._sync.bloom import BloomFilter
+from seawall.cache._breaker import CircuitBreaker, RateLimiter
+from seawall.cache._stats import CacheStats
+from seawall.cache._sync.cache import Cache
 from seawall.errors import (
     BloomFilterError,
     CacheError,
@@ -42,6 +31,17 @@ from seawall.errors import (
     StockQuantityError,
 )
 from seawall.launcher import server
+from seawall.locks._sync.fence import fenced_read, fenced_write
+from seawall.locks._sync.lock import Lock
+from seawall.locks._sync.redlock import Redlock
+from seawall.locks._sync.rlock import RLock
+from seawall.locks._sync.rwlock import RWLock
+from seawall.locks._sync.semaphore import Semaphore
+from seawall.stock._dedupe import claim_message, create_processed_table
+from seawall.stock._orders import Balance, ReconcileReport
+from seawall.stock._sync.idempotent import Idempotent
+from seawall.stock._sync.sink import OrderSink
+from seawall.stock._sync.stock import Stock
 
 __version__ = "0.1.0"
 

@@ -5,21 +5,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ParamSpec, Protocol, TypeVar, overload
 
-from seawall._async.bloom import AsyncBloomFilter as BloomFilter
-from seawall._async.cache import AsyncCache
-from seawall._async.cached_function import AsyncCachedFunction
-from seawall._async.fence import fenced_read, fenced_write
-from seawall._async.idempotent import AsyncIdempotent as Idempotent
-from seawall._async.lock import AsyncLock as Lock
-from seawall._async.redlock import AsyncRedlock as Redlock
-from seawall._async.rlock import AsyncRLock as RLock
-from seawall._async.rwlock import AsyncRWLock as RWLock
-from seawall._async.semaphore import AsyncSemaphore as Semaphore
-from seawall._async.sink import AsyncOrderSink as OrderSink
-from seawall._async.stock import AsyncStock as Stock
-from seawall._breaker import CircuitBreaker, RateLimiter
-from seawall._cache_stats import CacheStats
-from seawall._orders import Balance, ReconcileReport
+from seawall.bloom._async.bloom import AsyncBloomFilter as BloomFilter
+from seawall.cache._async.cache import AsyncCache
+from seawall.cache._async.cached_function import AsyncCachedFunction
+from seawall.cache._breaker import CircuitBreaker, RateLimiter
+from seawall.cache._stats import CacheStats
 from seawall.errors import (
     BloomFilterError,
     CacheError,
@@ -40,6 +30,16 @@ from seawall.errors import (
     StockError,
     StockQuantityError,
 )
+from seawall.locks._async.fence import fenced_read, fenced_write
+from seawall.locks._async.lock import AsyncLock as Lock
+from seawall.locks._async.redlock import AsyncRedlock as Redlock
+from seawall.locks._async.rlock import AsyncRLock as RLock
+from seawall.locks._async.rwlock import AsyncRWLock as RWLock
+from seawall.locks._async.semaphore import AsyncSemaphore as Semaphore
+from seawall.stock._async.idempotent import AsyncIdempotent as Idempotent
+from seawall.stock._async.sink import AsyncOrderSink as OrderSink
+from seawall.stock._async.stock import AsyncStock as Stock
+from seawall.stock._orders import Balance, ReconcileReport
 
 __all__ = [
     "Balance",

@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from seawall._cache_codec import cache_keys
+from seawall.cache._codec import cache_keys
 
 
 def wait_until(condition: Callable[[], Any], timeout: float, what: str) -> None:
@@ -84,7 +84,7 @@ def l1_watcher(redis_url: str, namespace: str, key: int, pipe: Any) -> None:
     import redis
 
     import seawall
-    from seawall._l1 import MISSING
+    from seawall.cache._l1 import MISSING
 
     client = redis.Redis.from_url(redis_url)
     cache = seawall.Cache(client, namespace, l1_ttl=600.0)

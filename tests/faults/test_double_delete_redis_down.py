@@ -18,7 +18,7 @@ from redis.retry import Retry
 
 import seawall
 import seawall.aio
-from seawall._async.cache_again import schedule_key
+from seawall.cache._async.again import schedule_key
 
 OPTIONS: dict[str, Any] = {"socket_timeout": 0.3, "retry": Retry(NoBackoff(), 0)}
 

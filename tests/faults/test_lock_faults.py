@@ -18,8 +18,8 @@ from lockworkers import holder
 
 import seawall
 import seawall.aio
-from seawall._async.lock import QUEUE_TTL_MS
-from seawall._async.renewer import get_renewer as get_async_renewer
+from seawall.locks._async.lock import QUEUE_TTL_MS
+from seawall.locks._async.renewer import get_renewer as get_async_renewer
 
 # --- acceptance 3: a holder paused with SIGSTOP past its lease ------------------------------
 

@@ -21,7 +21,8 @@ from redlockworkers import paused_client, share, split_voter, trial_worker
 
 import seawall
 import seawall.aio
-from seawall import _fanout, _redlock
+from seawall.locks import _redlock
+from seawall.shared import _fanout
 
 # 0.2 s, not 0.1: under parallel workers on 2 loaded cores a healthy master's reply
 # took over 0.1 s, so 3 of 5 up read as no majority. The bounds below scale with it.

@@ -16,7 +16,7 @@ from conftest import Target
 from semaphoreworkers import FORKSERVER, fault_cycler
 
 import seawall
-from seawall._keys import semaphore_keys
+from seawall.shared._keys import semaphore_keys
 
 
 def peak_overlap(intervals: list[tuple[int, int]]) -> tuple[int, int]:

@@ -11,7 +11,7 @@ import pytest
 import redis
 
 import seawall
-from seawall._hotkeys import HotKeys
+from seawall.cache._hotkeys import HotKeys
 from tests.ops._run import one_line_error
 from tests.ops._run import seawall as run_seawall
 

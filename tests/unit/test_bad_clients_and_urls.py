@@ -17,7 +17,7 @@ import redis.asyncio
 
 import seawall
 import seawall.aio
-from seawall._sql import driver_url, open_table
+from seawall.stock._sql import driver_url, open_table
 
 SYNC = redis.Redis(port=1)
 ASYNC = redis.asyncio.Redis(port=1)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 
-from seawall._bounded import current_deadline, until
+from seawall.shared._bounded import current_deadline, until
 
 
 def test_until_nests_and_restores() -> None:

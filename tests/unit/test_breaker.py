@@ -4,7 +4,7 @@ import threading
 
 import pytest
 
-from seawall._breaker import CircuitBreaker, RateLimiter
+from seawall.cache._breaker import CircuitBreaker, RateLimiter
 
 
 class Clock:

@@ -6,8 +6,8 @@ import itertools
 
 from redis.crc import key_slot
 
-from seawall import _invalidation_message as fmt
-from seawall._cache_codec import cache_keys, generation_key, parse_generation
+from seawall.cache import _invalidation_message as fmt
+from seawall.cache._codec import cache_keys, generation_key, parse_generation
 
 SENDER = "0123456789abcdef0123456789abcdef"
 # Every form _keys.tagged has: the usual one, a name with its own hash tag, one that

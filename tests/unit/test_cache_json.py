@@ -16,8 +16,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from seawall import _cache_json
-from seawall._cache_codec import canonical, encode, make_serializer
+from seawall.cache import _json
+from seawall.cache._codec import canonical, encode, make_serializer
 from seawall.errors import CacheSerializationError
 
 ROW: dict[str, Any] = {
@@ -111,7 +111,7 @@ def test_the_stdlib_and_orjson_read_each_others_bytes(monkeypatch: pytest.Monkey
     codec = make_serializer("json")
     values = [{"a": [1, 2.5, "é"]}, ROW, 10**30]
     written = [codec.dumps(value) for value in values]
-    monkeypatch.setattr(_cache_json, "_orjson", None)
+    monkeypatch.setattr(_json, "_orjson", None)
     assert [codec.loads(payload) for payload in written] == values
     assert [codec.dumps(value) for value in values[:1]] == written[:1]
 
@@ -173,9 +173,9 @@ EARLIER_PAYLOADS: list[tuple[Any, bytes]] = [
 @pytest.fixture(params=["orjson", "stdlib"])
 def parser(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Runs a test with orjson (installed with the dev extra) and with the stdlib alone."""
-    assert _cache_json._orjson is not None, "the dev extra installs orjson"
+    assert _json._orjson is not None, "the dev extra installs orjson"
     if request.param == "stdlib":
-        monkeypatch.setattr(_cache_json, "_orjson", None)
+        monkeypatch.setattr(_json, "_orjson", None)
     return str(request.param)
 
 
@@ -217,8 +217,8 @@ def test_integers_beyond_64_bits_come_back_exact_next_to_anything(parser: str) -
         assert payload[:1] != b"~", value  # plain JSON holds any int
         assert_same(codec.loads(payload), value)
     if parser == "orjson":  # what the digit check exists for: orjson alone reads a float
-        assert type(_cache_json._orjson.loads(codec.dumps(2**64))) is float
-        assert type(_cache_json._orjson.loads(codec.dumps(-(2**63) - 1))) is float
+        assert type(_json._orjson.loads(codec.dumps(2**64))) is float
+        assert type(_json._orjson.loads(codec.dumps(-(2**63) - 1))) is float
 
 
 class Level(enum.IntEnum):
@@ -256,9 +256,9 @@ def test_a_process_without_orjson_reads_and_writes_the_same_bytes() -> None:
     script = (
         "import pickle, sys\n"
         "sys.modules['orjson'] = None  # import orjson raises ImportError\n"
-        "from seawall import _cache_json\n"
-        "from seawall._cache_codec import make_serializer\n"
-        "assert _cache_json._orjson is None\n"
+        "from seawall.cache import _json\n"
+        "from seawall.cache._codec import make_serializer\n"
+        "assert _json._orjson is None\n"
         "codec = make_serializer('json')\n"
         "values = [codec.loads(p) for p in pickle.load(sys.stdin.buffer)]\n"
         "pickle.dump((values, [codec.dumps(v) for v in values]), sys.stdout.buffer)\n"

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from seawall import _concurrency
-from seawall._breaker import CircuitBreaker
-from seawall._cache_stats import CacheStats, Counters
+from seawall.cache._breaker import CircuitBreaker
+from seawall.cache._stats import CacheStats, Counters
+from seawall.shared import _concurrency
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "seawall"
 

@@ -7,18 +7,18 @@ import random
 
 import pytest
 
-from seawall import _concurrency
-from seawall._cache_codec import (
+from seawall.cache._codec import (
     ABSENT_PAYLOAD,
     cache_key,
     cache_keys,
     encode,
     make_serializer,
 )
-from seawall._freshness import XFETCH_SPAN, hit_lead, jittered, xfetch_due
-from seawall._keys import hash_tag
-from seawall._l1 import L1, MISSING
+from seawall.cache._freshness import XFETCH_SPAN, hit_lead, jittered, xfetch_due
+from seawall.cache._l1 import L1, MISSING
 from seawall.errors import CacheSerializationError
+from seawall.shared import _concurrency
+from seawall.shared._keys import hash_tag
 
 # --- acceptance 5: XFetch --------------------------------------------------------------------
 
@@ -184,7 +184,7 @@ def test_l1_replace_after_own_write_shuts_out_reads_begun_before_it() -> None:
 def test_bulk_writes_go_100_entries_a_call_and_one_slot_a_call_on_cluster() -> None:
     from redis.crc import key_slot
 
-    from seawall._sync.cache_writes import STORE_GROUP, store_groups
+    from seawall.cache._sync.writes import STORE_GROUP, store_groups
 
     entries = [cache_keys("ns", f"k{i}") for i in range(250)]
     assert store_groups(entries, cluster=False) == [

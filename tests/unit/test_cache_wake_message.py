@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from seawall._async.cache_waker import parse_wake
+from seawall.cache._async.waker import parse_wake
 
 
 def message(key: str, rest: bytes = b"") -> bytes:

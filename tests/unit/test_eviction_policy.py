@@ -1,4 +1,4 @@
-"""What the eviction check decides, without a server (seawall/_eviction.py)."""
+"""What the eviction check decides, without a server (seawall/shared/_eviction.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import gc
 
 import redis
 
-from seawall import _eviction
+from seawall.shared import _eviction
 
 
 def test_which_policies_evict() -> None:

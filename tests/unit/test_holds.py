@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from seawall._holds import Hold, HoldTable
-from seawall._validate import check_acquire_wait
+from seawall.locks._holds import Hold, HoldTable
+from seawall.shared._validate import check_acquire_wait
 
 
 class Owner:

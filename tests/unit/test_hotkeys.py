@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from seawall._hotkeys import HotKeys
+from seawall.cache._hotkeys import HotKeys
 
 
 def zipf_reads(n_keys: int, s: float, reads: int, seed: int = 7) -> list[str]:

@@ -1,6 +1,6 @@
 """The invalidation message format that listeners and the cache's scripts share."""
 
-from seawall import _invalidation_message as fmt
+from seawall.cache import _invalidation_message as fmt
 
 SENDER = "0123456789abcdef0123456789abcdef"
 

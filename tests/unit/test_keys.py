@@ -3,7 +3,7 @@ import random
 import pytest
 from redis.crc import key_slot
 
-from seawall._keys import hash_tag, lock_keys, tagged
+from seawall.shared._keys import hash_tag, lock_keys, tagged
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-from seawall import _lease
+from seawall.locks import _lease
 
 
 def test_renewal_comes_at_a_third_of_the_ttl() -> None:

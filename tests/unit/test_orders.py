@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from seawall._orders import (
+from seawall.stock._orders import (
     Balance,
     OrderChange,
     apply_repairs,
@@ -13,7 +13,7 @@ from seawall._orders import (
     parse_order_value,
     plan_repairs,
 )
-from seawall._sql import check_table_name, upsert_sql
+from seawall.stock._sql import check_table_name, upsert_sql
 
 
 def test_entries_become_changes_whatever_the_decoding() -> None:

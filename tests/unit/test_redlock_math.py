@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from seawall import _redlock
+from seawall.locks import _redlock
 
 
 @pytest.mark.parametrize(("masters", "needed"), [(1, 1), (2, 2), (3, 2), (4, 3), (5, 3), (7, 4)])

@@ -8,7 +8,7 @@ import redis.asyncio
 
 import seawall
 import seawall.aio
-from seawall._replication import ReplicaPolicy, replica_policy
+from seawall.locks._replication import ReplicaPolicy, replica_policy
 
 SYNC = redis.Redis(port=1)  # never connects: construction does no I/O
 ASYNC = redis.asyncio.Redis(port=1)

@@ -10,8 +10,8 @@ import redis.asyncio
 
 import seawall
 import seawall.aio
-from seawall import _lease, _rwpolicy
-from seawall._keys import hash_tag, rwlock_keys
+from seawall.locks import _lease, _rwpolicy
+from seawall.shared._keys import hash_tag, rwlock_keys
 
 SYNC = redis.Redis(port=1)  # never connects: construction does no I/O
 ASYNC = redis.asyncio.Redis(port=1)

@@ -56,7 +56,7 @@ def test_defaults_follow_the_contract() -> None:
 
 @pytest.mark.parametrize("name", ["pool", "{orders}:reports", "}odd", "a:b:c"])
 def test_semaphore_keys_share_one_slot_and_name_their_kind(name: str) -> None:
-    from seawall._keys import hash_tag, kind_of, semaphore_keys
+    from seawall.shared._keys import hash_tag, kind_of, semaphore_keys
 
     keys = semaphore_keys(name)
     tags = {hash_tag(k) for k in (keys.key, keys.fence, keys.waiters, keys.seen)}

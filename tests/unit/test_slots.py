@@ -1,4 +1,4 @@
-"""Connection slots (seawall._concurrency): a bounded count of holders, bounded waits, and
+"""Connection slots (seawall.shared._concurrency): a bounded count of holders, bounded waits, and
 no slot lost to a timeout, a hand-over or a cancelled waiter."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from seawall._concurrency import AsyncSlots, Slots
+from seawall.shared._concurrency import AsyncSlots, Slots
 
 
 def test_threads_never_hold_more_slots_than_there_are() -> None:

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 from redis.crc import key_slot
 
-from seawall import _stock
-from seawall._keys import stock_keys
 from seawall.errors import OrderConflictError, StockError, StockQuantityError
+from seawall.shared._keys import stock_keys
+from seawall.stock import _stock
 
 
 def test_keys_share_one_slot_and_follow_the_contract() -> None:

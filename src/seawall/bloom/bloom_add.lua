@@ -4,7 +4,7 @@
 -- ARGV[1] the caller's signature     ARGV[2] k, offsets per item     ARGV[3] m, bits
 -- ARGV[4] per item, its first offset x and step y (both < m <= 2^32) as little-endian
 --         uint32s, x1 y1 x2 y2 ...; an item's k offsets are x, then x = (x + y) % m and
---         y = (y + i) % m after the i-th (seawall._bloom.positions)
+--         y = (y + i) % m after the i-th (seawall.bloom._arithmetic.positions)
 -- ARGV[5] "1": create the filter if it does not exist (create(), clear()); otherwise a
 --         missing filter is refused, never silently started anew
 -- returns {1, flag per item, in order}: flag 1 when one of the item's bits was still 0

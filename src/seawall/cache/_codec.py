@@ -1,6 +1,6 @@
 """How seawall.Cache names its Redis keys and turns values into bytes. No I/O.
 
-Values are JSON by default, read back exactly (see _cache_json). msgpack is available
+Values are JSON by default, read back exactly (see _json). msgpack is available
 with the `seawall[msgpack]` extra. pickle is only used when asked for by name:
 unpickling runs code chosen by whoever wrote the bytes, so anyone able to write to the
 Redis server could then run code in every process reading the cache. Choose it only
@@ -14,9 +14,9 @@ import pickle
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from seawall._cache_json import JsonSerializer
-from seawall._keys import PREFIX, tagged
+from seawall.cache._json import JsonSerializer
 from seawall.errors import CacheSerializationError
+from seawall.shared._keys import PREFIX, tagged
 
 # Cache entries that record "the loader found nothing" hold this payload: no serializer
 # here encodes any value as zero bytes.

@@ -13,7 +13,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from seawall import _concurrency
+from seawall.shared import _concurrency
 
 # Returned by `get` for a key it does not hold (None is a legitimate cached answer).
 MISSING: Any = object()

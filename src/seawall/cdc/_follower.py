@@ -19,12 +19,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from seawall._cache_codec import cache_key
-from seawall._sync.cache_base import REDIS_DOWN
-from seawall._sync.lock import Lock
+from seawall.cache._codec import cache_key
+from seawall.cache._sync.base import REDIS_DOWN
 from seawall.cdc._events import RowChange, Source, SourceError, TxEnd
 from seawall.cdc._invalidate import invalidate, new_sender, read_checkpoint, write_checkpoint
 from seawall.cdc._mapping import TableMap, parse_maps
+from seawall.locks._sync.lock import Lock
 from seawall.metrics._families import FOLLOWER_EVENTS, FOLLOWER_LAG
 from seawall.metrics._sink import SINK as metrics_sink
 

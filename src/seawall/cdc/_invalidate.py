@@ -3,7 +3,7 @@ the checkpoint only with the election's fence.
 
 Each invalidation is exactly what `seawall.Cache(r, namespace).delete(key)` sends: the
 cache_void script with the cache's own keys (under the namespace's generation as Redis
-holds it, read in the same round trip: see seawall._async.cache_generation) and
+holds it, read in the same round trip: see seawall.cache._async.generation) and
 invalidation message, so L2 drops the value (a cached "absent" too), loads in flight are
 voided, waiters are woken, and every process's L1 drops its copy. Only the round trips
 differ: one pipeline per batch.
@@ -15,15 +15,15 @@ import uuid
 from collections.abc import Iterable
 from typing import Any
 
-from seawall import _invalidation_message as message_format
-from seawall import _scripts
-from seawall._keys import tagged
-from seawall._sync.cache_generation import void_entries
-from seawall._sync.scripts import run_script
+from seawall.cache import _invalidation_message as message_format
+from seawall.cache._sync.generation import void_entries
+from seawall.shared import _scripts
+from seawall.shared._keys import tagged
+from seawall.shared._sync.scripts import run_script
 
 __all__ = ["checkpoint_key", "invalidate", "new_sender", "read_checkpoint", "write_checkpoint"]
 
-_CHECKPOINT = _scripts.load("cdc_checkpoint")
+_CHECKPOINT = _scripts.load("seawall.cdc", "cdc_checkpoint")
 
 
 def new_sender() -> str:

@@ -1,7 +1,7 @@
 """`replicas=`: how many replicas must acknowledge an acquisition before it counts.
 
 Pure decisions only; the round trip (the acquire script and WAIT on one connection) is
-`seawall._async.replication.run_script_replicated` and its generated sync twin.
+`seawall.locks._async.replication.run_script_replicated` and its generated sync twin.
 
 Any primitive adopts it in three steps: build a policy at construction with
 `replica_policy(replicas, replica_timeout, what)`; send its acquire script through
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from seawall._validate import check_replicas, check_seconds
 from seawall.errors import LockNotReplicatedError
+from seawall.shared._validate import check_replicas, check_seconds
 
 # How long an acquisition waits for its replicas unless told otherwise (seconds).
 DEFAULT_REPLICA_TIMEOUT = 1.0

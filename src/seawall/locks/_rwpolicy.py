@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from seawall import _lease
+from seawall.locks import _lease
 
 # A waiting writer's intent (which holds new readers back) lasts this long unless the
 # writer refreshes it by trying again: a writer that died while waiting stops blocking

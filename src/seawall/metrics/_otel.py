@@ -14,7 +14,7 @@ from typing import Any
 
 from opentelemetry.metrics import CallbackOptions, Meter, Observation
 
-from seawall._breaker import CLOSED, CircuitBreaker
+from seawall.cache._breaker import CLOSED, CircuitBreaker
 from seawall.metrics._families import CACHE_BREAKER_OPEN, FAMILIES, Family
 from seawall.metrics._sink import Sink
 

@@ -11,7 +11,7 @@ from prometheus_client.core import (
     HistogramMetricFamily,
 )
 
-from seawall._breaker import CLOSED, CircuitBreaker
+from seawall.cache._breaker import CLOSED, CircuitBreaker
 from seawall.metrics._families import CACHE_BREAKER_OPEN, FAMILIES, Family
 from seawall.metrics._sink import BUCKETS, Sink
 

@@ -17,10 +17,10 @@ import redis.asyncio
 import redis.asyncio.cluster
 import redis.cluster
 
-from seawall._async.session_store import AsyncSessionStore
-from seawall._sync.session_store import SessionStore
+from seawall.sessions._async.store import AsyncSessionStore
 from seawall.sessions._options import DEFAULT_PREFIX, SessionOptions
 from seawall.sessions._session import Session
+from seawall.sessions._sync.store import SessionStore
 from seawall.sessions.asgi import SessionMiddleware
 from seawall.sessions.errors import (
     SessionClosed,

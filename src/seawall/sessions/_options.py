@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from seawall._cache_codec import PickleSerializer  # the cache's: one opt-in pickle
+from seawall.cache._codec import PickleSerializer  # the cache's: one opt-in pickle
 from seawall.sessions._cookies import CookiePolicy
 
 DEFAULT_PREFIX = "seawall:session"

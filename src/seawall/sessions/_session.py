@@ -13,10 +13,10 @@ from collections.abc import Iterator, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from seawall._concurrency import log
 from seawall.sessions import _cookies, _ids
 from seawall.sessions._options import SessionOptions
 from seawall.sessions.errors import SessionClosed, SessionTooLarge, SessionValueError
+from seawall.shared._concurrency import log
 
 DATA = "d:"
 CREATED = "m:created"

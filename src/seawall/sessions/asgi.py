@@ -12,8 +12,8 @@ from typing import Any
 from redis.asyncio import Redis as AsyncRedis
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 
-from seawall._async.session_store import AsyncSessionStore
 from seawall.sessions import _cookies
+from seawall.sessions._async.store import AsyncSessionStore
 from seawall.sessions._options import Serializer, make_options
 from seawall.sessions._session import Session, check_client, response_cookie
 

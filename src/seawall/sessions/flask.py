@@ -18,9 +18,9 @@ try:
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("seawall.sessions.flask needs Flask: pip install 'seawall[flask]'") from exc
 
-from seawall._sync.session_store import SessionStore
 from seawall.sessions._options import Serializer, make_options
 from seawall.sessions._session import Session, check_client, response_cookie
+from seawall.sessions._sync.store import SessionStore
 
 
 class FlaskSession(Session, SessionMixin):

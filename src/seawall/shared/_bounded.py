@@ -9,7 +9,7 @@ every Redis call made inside `async with async_until(deadline)` / `with until(de
   cancellation cut off, so no later command reads a stale reply.
 - sync: a thread cannot be interrupted, so `execute` does not block on the socket: the
   command goes out on an idle pooled connection and its reply is read with what is left
-  of the deadline (seawall._fanout, shared with Redlock's rounds); a reply still due is
+  of the deadline (seawall.shared._fanout, shared with Redlock's rounds); a reply still due is
   left to a parked connection or a pool thread, never read by another command. On Redis
   Cluster the command goes to the node of its key (`_concurrency.node_of`); a redirection
   (a slot moving) is followed by the cluster client itself, on a pool thread.
@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 import redis.cluster
 from redis.exceptions import AskError, ClusterDownError, MovedError, TryAgainError
 
-from seawall import _concurrency, _fanout
+from seawall.shared import _concurrency, _fanout
 
 _REDIRECTED = (MovedError, AskError, TryAgainError, ClusterDownError)
 

@@ -1,7 +1,7 @@
 """What genuinely differs between sync and asyncio code, in one place.
 
-The implementations in `seawall/_async/` use the `Async*` / `async_*` names below;
-`scripts/unasync.py` rewrites them to the plain names to produce `seawall/_sync/`.
+The implementations in each family's `_async/` use the `Async*` / `async_*` names below;
+`scripts/unasync.py` rewrites them to the plain names to produce its `_sync/`.
 """
 
 from __future__ import annotations
@@ -243,9 +243,9 @@ def async_time_limit(seconds: float) -> Any:
 
 
 def time_limit(seconds: float) -> Any:
-    # Sync Redis calls made through seawall._bounded.execute (every script) read their
+    # Sync Redis calls made through seawall.shared._bounded.execute (every script) read their
     # reply with what is left of this limit, whatever the client's socket_timeout.
-    from seawall._bounded import until
+    from seawall.shared._bounded import until
 
     return until(monotonic() + max(seconds, 0.0))
 
@@ -290,7 +290,7 @@ def async_run_soon(call: Callable[[], Awaitable[Any]], what: str) -> None:
 
 
 def run_soon(call: Callable[[], Any], what: str) -> None:
-    from seawall._fanout import run_soon as on_pool
+    from seawall.shared._fanout import run_soon as on_pool
 
     on_pool(functools.partial(background, call, what, cleanup=False))
 
@@ -304,7 +304,7 @@ def async_detach(call: Callable[[], Awaitable[Any]], what: str) -> None:
 
 
 def detach(call: Callable[[], Any], what: str) -> None:
-    from seawall._fanout import run_detached
+    from seawall.shared._fanout import run_detached
 
     run_detached(functools.partial(background, call, what, cleanup=False))
 
@@ -356,9 +356,9 @@ def membership(container: Any, item: Any) -> bool:
 
 # --- Redlock: one request to every master at once ---------------------------------------
 # The implementations (a task per master in asyncio; the calling thread's fan-out and the
-# shared pool in sync code) are in seawall/_fanout.py; these are their paired names.
-from seawall._fanout import async_each_node as async_each_node  # noqa: E402
-from seawall._fanout import each_node as each_node  # noqa: E402
+# shared pool in sync code) are in seawall/shared/_fanout.py; these are their paired names.
+from seawall.shared._fanout import async_each_node as async_each_node  # noqa: E402
+from seawall.shared._fanout import each_node as each_node  # noqa: E402
 
 
 async def async_offload(call: Callable[..., T], *args: Any) -> T:

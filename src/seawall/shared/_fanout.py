@@ -1,7 +1,7 @@
 """One request to each of several independent masters at once (Redlock's rounds).
 
 `async_each_node` and `each_node` are the asyncio and sync faces, re-exported under those
-paired names by `seawall._concurrency`.
+paired names by `seawall.shared._concurrency`.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ async def async_each_node(
 
 class _NodePool:
     """A few daemon threads, started on demand, shared by every sync Redlock (and by
-    every call bounded by a deadline, see seawall._bounded).
+    every call bounded by a deadline, see seawall.shared._bounded).
 
     A call stuck past its timeout (a frozen server, a client without socket_timeout)
     cannot be interrupted; `stuck(+1)` lets one more thread start in its place, so stuck

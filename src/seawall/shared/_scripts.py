@@ -1,4 +1,5 @@
-"""Lua scripts: loaded from seawall/lua/*.lua once, run by the EVALSHA helpers in _async/_sync."""
+"""Lua scripts: each family's `*.lua` files, loaded once, run by the EVALSHA helper in
+`seawall.shared._async.scripts` (and its generated sync twin)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ class LuaScript:
     name: str
     source: str
     sha: str
+    # The family package whose folder holds the script (and its prelude), e.g. "seawall.locks".
+    package: str = "seawall"
 
 
 def reply_text(value: Any) -> str:
@@ -22,18 +25,19 @@ def reply_text(value: Any) -> str:
 
 
 @functools.cache
-def load(name: str) -> LuaScript:
-    """The script `seawall/lua/<name>.lua`. Caching the text is safe: it never changes."""
-    source = resources.files("seawall").joinpath("lua", f"{name}.lua").read_text("utf-8")
-    return LuaScript(name, source, hashlib.sha1(source.encode()).hexdigest())
+def load(package: str, name: str) -> LuaScript:
+    """The script `<name>.lua` in the folder of `package` (a family: "seawall.cache").
+    Caching the text is safe: it never changes."""
+    source = resources.files(package).joinpath(f"{name}.lua").read_text("utf-8")
+    return LuaScript(name, source, hashlib.sha1(source.encode()).hexdigest(), package)
 
 
 @functools.cache
 def with_prelude(prelude_name: str, script: LuaScript) -> LuaScript:
-    """`script` run after `seawall/lua/<prelude_name>.lua`, as one script: the prelude
-    may return early, take its own KEYS and ARGV off the ends and fall through, or define
-    functions that scripts share."""
-    prelude = load(prelude_name)
+    """`script` run after `<prelude_name>.lua` of the same family, as one script: the
+    prelude may return early, take its own KEYS and ARGV off the ends and fall through, or
+    define functions that scripts share."""
+    prelude = load(script.package, prelude_name)
     source = f"{prelude.source}\n{script.source}"
     name = f"{script.name}+{prelude.name}"
-    return LuaScript(name, source, hashlib.sha1(source.encode()).hexdigest())
+    return LuaScript(name, source, hashlib.sha1(source.encode()).hexdigest(), script.package)

@@ -22,10 +22,10 @@ from sqlalchemy import event
 from sqlalchemy.engine.result import IteratorResult, SimpleResultMetaData
 from sqlalchemy.orm import Mapper, ORMExecuteState, Session
 
-from seawall._async.cache_base import REDIS_DOWN
-from seawall._l1 import MISSING
-from seawall._validate import check_name, check_seconds
+from seawall.cache._async.base import REDIS_DOWN
+from seawall.cache._l1 import MISSING
 from seawall.errors import CacheUnavailable, CacheWaitTimeout
+from seawall.shared._validate import check_name, check_seconds
 from seawall.sqlalchemy import _keys, _tables
 from seawall.sqlalchemy._option import find_cached
 from seawall.sqlalchemy._rows import decode_result, encode_result

@@ -9,10 +9,10 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.orm import Session, scoped_session, sessionmaker
 from sqlalchemy.util import await_only, greenlet_spawn
 
-from seawall._async import cache_reads as async_reads
-from seawall._async.cache import AsyncCache
-from seawall._sync import cache_reads
-from seawall._sync.cache import Cache
+from seawall.cache._async import reads as async_reads
+from seawall.cache._async.cache import AsyncCache
+from seawall.cache._sync import reads as sync_reads
+from seawall.cache._sync.cache import Cache
 from seawall.sqlalchemy._core import QueryCacheCore
 
 F = TypeVar("F")
@@ -39,7 +39,7 @@ class QueryCache(QueryCacheCore):
         return load
 
     def _plain_reads(self, reads: list[tuple[Any, str]]) -> Any:
-        return cache_reads.plain_reads(reads)
+        return sync_reads.plain_reads(reads)
 
     def attach(self, factory: F) -> F:
         """Serve cached() statements of sessions made by `factory` (a sessionmaker, a

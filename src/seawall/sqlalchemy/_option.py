@@ -6,7 +6,7 @@ from typing import Any
 
 from sqlalchemy.orm.interfaces import UserDefinedOption
 
-from seawall._validate import check_seconds
+from seawall.shared._validate import check_seconds
 
 
 class cached(UserDefinedOption):  # reads as a loader option: options(cached())

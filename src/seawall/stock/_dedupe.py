@@ -21,7 +21,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
-from seawall._sql import check_table_name
+from seawall.stock._sql import check_table_name
 
 DEFAULT_PROCESSED_TABLE = "seawall_processed"
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from seawall._scripts import reply_text
+from seawall.shared._scripts import reply_text
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from seawall._orders import OrderChange
+from seawall.stock._orders import OrderChange
 
 Dialect = Literal["sqlite", "postgresql", "mysql"]
 

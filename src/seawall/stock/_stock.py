@@ -8,23 +8,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from seawall._scripts import reply_text
 from seawall.errors import (
     OrderConflictError,
     StockCounterLostError,
     StockError,
     StockQuantityError,
 )
+from seawall.shared._scripts import reply_text
 
 # Redis counts in 64-bit integers but Lua compares in doubles, exact up to 2**53: stay
 # well below it so no comparison inside a script can round.
 MAX_UNITS = 10**15
 # Order ids are hash fields and stream values, kept short enough to log and index, and
-# to fit the orders table's VARCHAR(191) (seawall._sql): at most 191 bytes of UTF-8 is at
+# to fit the orders table's VARCHAR(191) (seawall.stock._sql): at most 191 bytes of UTF-8 is at
 # most 191 characters, so every id a take accepts is one an OrderSink can save.
 MAX_ORDER_ID_BYTES = 191
 
-# Codes the stock scripts return first (see the headers in seawall/lua/stock_*.lua).
+# Codes the stock scripts return first (see the headers in seawall/stock/stock_*.lua).
 TAKEN = 1
 TAKEN_BEFORE = 2
 SOLD_OUT = 0

@@ -12,7 +12,7 @@ import asyncio
 import threading
 from typing import Any
 
-from seawall import _concurrency
+from seawall.shared import _concurrency
 
 
 def _remaining(deadline: float | None) -> float | None:

@@ -2,8 +2,9 @@
 
 The filter is one Redis string used as a bitmap (plus a tiny signature key beside it, under
 the same hash tag, so every script runs on Redis Cluster). Each item's digest is computed
-here (`seawall._bloom`); the scripts walk its k bit offsets and set or read them, in batches
-of `BATCH` items per script call and up to `PIPELINE` calls per round trip.
+here (`seawall.bloom._arithmetic`); the scripts walk its k bit offsets and set or read
+them, in batches of `BATCH` items per script call and up to `PIPELINE` calls per round
+trip.
 
 A filter exists in Redis only once created: `create()` (or `clear()`) writes it, and
 `add` never does. A filter whose keys are all gone (never created, or lost to FLUSHALL,
@@ -21,15 +22,16 @@ from typing import Any
 
 from redis.exceptions import NoScriptError, RedisError
 
-from seawall import _bloom, _scripts
-from seawall._async.scripts import run_script
-from seawall._concurrency import async_membership
-from seawall._keys import tagged
-from seawall._validate import check_async_client, check_name
+from seawall.bloom import _arithmetic
 from seawall.errors import BloomFilterError
+from seawall.shared import _scripts
+from seawall.shared._async.scripts import run_script
+from seawall.shared._concurrency import async_membership
+from seawall.shared._keys import tagged
+from seawall.shared._validate import check_async_client, check_name
 
-_ADD = _scripts.load("bloom_add")
-_CHECK = _scripts.load("bloom_check")
+_ADD = _scripts.load("seawall.bloom", "bloom_add")
+_CHECK = _scripts.load("seawall.bloom", "bloom_check")
 
 # Items per script call: a few ms of work in Redis at k = 7, so other clients' commands
 # are not held up, while the per-call overhead stays small.
@@ -60,7 +62,7 @@ class AsyncBloomFilter:
     ) -> None:
         self._client = check_async_client(client, "BloomFilter")
         self.name = check_name(name, "BloomFilter")
-        self._sizing = _bloom.size(capacity, error_rate, name)
+        self._sizing = _arithmetic.size(capacity, error_rate, name)
         if backend not in BACKENDS:
             raise ValueError(
                 f"backend of Bloom filter {name!r} must be one of {BACKENDS}, got {backend!r}"
@@ -168,7 +170,7 @@ class AsyncBloomFilter:
                 f"items of Bloom filter {self.name!r} must be an iterable of items, got a "
                 f"single {type(items).__qualname__}: pass [item] or use add()/might_contain()"
             )
-        return [_bloom.encode_item(item, self.name) for item in items]
+        return [_arithmetic.encode_item(item, self.name) for item in items]
 
     async def _bitmap_call(self, script: _scripts.LuaScript, encoded: list[bytes]) -> list[bool]:
         if not encoded:
@@ -176,10 +178,10 @@ class AsyncBloomFilter:
         sizing = self._sizing
         head = (sizing.signature, sizing.hashes, sizing.bits)
         calls = []
-        for batch in _bloom.batches(encoded, BATCH):
-            calls.append((*head, _bloom.pack_starts(batch, sizing), ""))
+        for batch in _arithmetic.batches(encoded, BATCH):
+            calls.append((*head, _arithmetic.pack_starts(batch, sizing), ""))
         found: list[bool] = []
-        for group in _bloom.batches(calls, PIPELINE):
+        for group in _arithmetic.batches(calls, PIPELINE):
             for reply in await self._run_all(script, group):
                 found.extend(self._flags(reply))
         return found
@@ -259,7 +261,7 @@ class AsyncBloomFilter:
         pipe: Any = self._client.pipeline(transaction=False)  # execute_command: untyped in redis
         # Asked in the same round trip: BF.MEXISTS reads a missing filter as empty.
         pipe.execute_command("EXISTS", self._module_key)
-        for batch in _bloom.batches(encoded, BATCH):
+        for batch in _arithmetic.batches(encoded, BATCH):
             if command == "BF.INSERT":
                 pipe.execute_command(command, self._module_key, "NOCREATE", "ITEMS", *batch)
             else:

@@ -22,20 +22,20 @@ import weakref
 from collections.abc import Iterable
 from typing import Any, Protocol
 
-from seawall import _concurrency, _scripts
-from seawall._async.scripts import run_script
-from seawall._concurrency import (
+from seawall.shared import _concurrency, _scripts
+from seawall.shared._async.scripts import run_script
+from seawall.shared._concurrency import (
     AsyncEvent,
     AsyncWorker,
     ScopedRegistry,
     async_raise_if_cancelled,
     async_scope,
 )
-from seawall._keys import tagged
+from seawall.shared._keys import tagged
 
-_SCHEDULE = _scripts.load("cache_again_schedule")
-_CLAIM = _scripts.load("cache_again_claim")
-_DONE = _scripts.load("cache_again_done")
+_SCHEDULE = _scripts.load("seawall.cache", "cache_again_schedule")
+_CLAIM = _scripts.load("seawall.cache", "cache_again_claim")
+_DONE = _scripts.load("seawall.cache", "cache_again_done")
 
 # A process looks at each schedule it serves at least this often: a second delete whose
 # scheduling process died is carried out within this of its due time.

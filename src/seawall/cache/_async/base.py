@@ -1,7 +1,7 @@
 """State of one seawall.aio.Cache: settings, the L1 and its invalidation, the namespace's
 generation, encoding, and the Redis calls, counted by the optional circuit breaker.
 
-Entry keys carry the namespace's generation (see _cache_codec.cache_keys and
+Entry keys carry the namespace's generation (see _codec.cache_keys and
 Cache.clear()). A process names entries with the generation its invalidation listener
 keeps (no I/O: a hit stays one MGET), and reads it from Redis only while that listener is
 not subscribed, or has missed messages since it last knew it.
@@ -19,13 +19,11 @@ from typing import TYPE_CHECKING, Any
 from redis.exceptions import RedisClusterException, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeout
 
-from seawall import _concurrency, _scripts
-from seawall import _invalidation_message as message_format
-from seawall._async.cache_again import get_sweeper
-from seawall._async.invalidation import AsyncInvalidator, get_invalidator
-from seawall._async.scripts import run_script
-from seawall._breaker import CircuitBreaker, RateLimiter
-from seawall._cache_codec import (
+from seawall.cache import _invalidation_message as message_format
+from seawall.cache._async.again import get_sweeper
+from seawall.cache._async.invalidation import AsyncInvalidator, get_invalidator
+from seawall.cache._breaker import CircuitBreaker, RateLimiter
+from seawall.cache._codec import (
     ABSENT_PAYLOAD,
     CacheKeys,
     Serializer,
@@ -36,26 +34,30 @@ from seawall._cache_codec import (
     generation_key,
     parse_generation,
 )
-from seawall._cache_stats import Counters
-from seawall._concurrency import (
+from seawall.cache._freshness import hit_lead, jittered
+from seawall.cache._hotkeys import HotKeys
+from seawall.cache._l1 import L1, MISSING
+from seawall.cache._stats import Counters
+from seawall.errors import CacheWaitTimeout
+from seawall.metrics._sink import SINK as metrics_sink
+from seawall.shared import _concurrency, _scripts
+from seawall.shared._async.scripts import run_script
+from seawall.shared._concurrency import (
     AsyncSlots,
     ScopedRegistry,
     async_scope,
     async_spawn,
     async_time_limit,
 )
-from seawall._freshness import hit_lead, jittered
-from seawall._hotkeys import HotKeys
-from seawall._keys import tagged
-from seawall._l1 import L1, MISSING
-from seawall._validate import AsyncClient, check_seconds
-from seawall.errors import CacheWaitTimeout
-from seawall.metrics._sink import SINK as metrics_sink
+from seawall.shared._keys import tagged
+from seawall.shared._validate import AsyncClient, check_seconds
 
-_FETCH = _scripts.load("cache_fetch")
-_STORE = _scripts.with_prelude("cache_write", _scripts.load("cache_store"))
-_STORE_MANY = _scripts.with_prelude("cache_write", _scripts.load("cache_store_many"))
-_VOID = _scripts.load("cache_void")
+_FETCH = _scripts.load("seawall.cache", "cache_fetch")
+_STORE = _scripts.with_prelude("cache_write", _scripts.load("seawall.cache", "cache_store"))
+_STORE_MANY = _scripts.with_prelude(
+    "cache_write", _scripts.load("seawall.cache", "cache_store_many")
+)
+_VOID = _scripts.load("seawall.cache", "cache_void")
 
 # A payload that could not be decoded (distinct from None, "not found").
 CORRUPT: Any = object()

@@ -15,16 +15,17 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import redis.asyncio.cluster
 
-from seawall import _concurrency, _tokens
-from seawall._async.cache_base import _FETCH, REDIS_DOWN, ms, stored_payload
-from seawall._async.cache_base import CORRUPT as CORRUPT_VALUE
-from seawall._async.cache_generation import Call
-from seawall._async.cache_loading import FRESH, MISS_LOAD, MISS_WAIT, STALE, STALE_REFRESH
-from seawall._async.cache_writes import BATCH, AsyncCacheWrites
-from seawall._cache_codec import ABSENT_PAYLOAD, CacheKeys, cache_keys
-from seawall._concurrency import async_background, async_call_loader
-from seawall._l1 import MISSING
+from seawall.cache import _tokens
+from seawall.cache._async.base import _FETCH, REDIS_DOWN, ms, stored_payload
+from seawall.cache._async.base import CORRUPT as CORRUPT_VALUE
+from seawall.cache._async.generation import Call
+from seawall.cache._async.loading import FRESH, MISS_LOAD, MISS_WAIT, STALE, STALE_REFRESH
+from seawall.cache._async.writes import BATCH, AsyncCacheWrites
+from seawall.cache._codec import ABSENT_PAYLOAD, CacheKeys, cache_keys
+from seawall.cache._l1 import MISSING
 from seawall.errors import BloomFilterError
+from seawall.shared import _concurrency
+from seawall.shared._concurrency import async_background, async_call_loader
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")

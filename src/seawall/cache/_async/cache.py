@@ -6,24 +6,25 @@ import functools
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
-from seawall._async.cache_base import _FETCH, _VOID, CORRUPT, REDIS_DOWN, ms
-from seawall._async.cache_generation import Call
-from seawall._async.cache_tags import AsyncCacheTags
-from seawall._async.cache_writes import BATCH
-from seawall._async.cached_function import AsyncCachedFunction, P
-from seawall._breaker import CircuitBreaker, RateLimiter
-from seawall._cache_codec import (
+from seawall.cache._async.base import _FETCH, _VOID, CORRUPT, REDIS_DOWN, ms
+from seawall.cache._async.cached_function import AsyncCachedFunction, P
+from seawall.cache._async.generation import Call
+from seawall.cache._async.tags import AsyncCacheTags
+from seawall.cache._async.writes import BATCH
+from seawall.cache._breaker import CircuitBreaker, RateLimiter
+from seawall.cache._codec import (
     CACHE_WAKE_PREFIX,
     cache_keys,
     check_serializer_fits_client,
     make_serializer,
 )
-from seawall._cache_stats import CacheStats
-from seawall._concurrency import async_call_loader
-from seawall._freshness import DEFAULT_JITTER
-from seawall._hotkeys import HotKeys
-from seawall._l1 import L1, MISSING, HotL1
-from seawall._validate import (
+from seawall.cache._freshness import DEFAULT_JITTER
+from seawall.cache._hotkeys import HotKeys
+from seawall.cache._l1 import L1, MISSING, HotL1
+from seawall.cache._stats import CacheStats
+from seawall.errors import BloomFilterError, CacheUnavailable
+from seawall.shared._concurrency import async_call_loader
+from seawall.shared._validate import (
     AsyncClient,
     check_async_client,
     check_name,
@@ -31,7 +32,6 @@ from seawall._validate import (
     check_timeout,
     decodes_responses,
 )
-from seawall.errors import BloomFilterError, CacheUnavailable
 
 T = TypeVar("T")
 
@@ -349,7 +349,7 @@ class AsyncCache(AsyncCacheTags):
 
         The key is the function's qualified name and its arguments bound to its signature
         (defaults applied, `self`/`cls` left out, types kept apart; see
-        seawall._call_keys), or `key`: a template such as "user:{user_id}" (any
+        seawall.cache._call_keys), or `key`: a template such as "user:{user_id}" (any
         parameter, attributes too: "{self.tenant}:{user_id}") or a function of the same
         arguments. `condition(result)` False leaves that result uncached. The decorated
         function has `invalidate`, `refresh`, `set`, `get` and `key` for its entries.

@@ -5,7 +5,7 @@ The decorated function keeps its signature and gains, as dogpile's decorators do
 (run the function now and store the result), `set(value, *args, **kw)`, `get(*args,
 **kw)` (the cached result or None, never runs the function), `key(*args, **kw)` (the
 cache key of that call) and `__wrapped__`. On a method it binds like a function: each
-instance's call is keyed by its arguments (see seawall._call_keys).
+instance's call is keyed by its arguments (see seawall.cache._call_keys).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import functools
 from collections.abc import Callable
 from typing import Any, Generic, ParamSpec, TypeVar
 
-from seawall._call_keys import CallKeys
-from seawall._concurrency import async_call_loader, async_check_cached_function
+from seawall.cache._call_keys import CallKeys
+from seawall.shared._concurrency import async_call_loader, async_check_cached_function
 
 P = ParamSpec("P")
 R = TypeVar("R")

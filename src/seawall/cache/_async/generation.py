@@ -1,7 +1,7 @@
 """Generations of a seawall.aio.Cache namespace: clear() in O(1), and writes that name
 the generation Redis holds.
 
-Every entry key carries its namespace's generation (see _cache_codec.cache_keys), kept in
+Every entry key carries its namespace's generation (see _codec.cache_keys), kept in
 its own key `seawall:cachegen:{<namespace>}` (absent: 0, a namespace never cleared, whose
 entries have the names they always had). clear() moves it on with one script, which also
 publishes the new generation to every process's invalidation listener: one command
@@ -37,12 +37,12 @@ from typing import Any
 import redis.asyncio.cluster
 from redis.exceptions import NoScriptError
 
-from seawall import _concurrency, _scripts
-from seawall import _invalidation_message as message_format
-from seawall._async.cache_base import _VOID, AsyncCacheBase
-from seawall._cache_codec import CACHE_WAKE_PREFIX, cache_keys, generation_key, parse_generation
+from seawall.cache import _invalidation_message as message_format
+from seawall.cache._async.base import _VOID, AsyncCacheBase
+from seawall.cache._codec import CACHE_WAKE_PREFIX, cache_keys, generation_key, parse_generation
+from seawall.shared import _concurrency, _scripts
 
-_GENERATION = _scripts.load("cache_generation")
+_GENERATION = _scripts.load("seawall.cache", "cache_generation")
 
 # A script call: (script, keys, args).
 Call = tuple[_scripts.LuaScript, Sequence[str], Sequence[Any]]

@@ -1,7 +1,7 @@
 """L1 invalidation broadcast: one pub/sub listener per client, per process (or event loop).
 
 A cache keeps a local copy (L1) of what it read from Redis. When any process changes or
-deletes a key, it publishes a message (format in `seawall._invalidation_message`); every
+deletes a key, it publishes a message (format in `seawall.cache._invalidation_message`); every
 process's listener drops that key from its registered L1s. Pub/sub delivers nothing while a
 connection is down, so whenever the listener's connection is lost (an error, a hidden
 reconnect by redis-py, or silence past `DEAD_AFTER` after a PING) every registered L1 is
@@ -35,10 +35,10 @@ import uuid
 import weakref
 from typing import Any, Literal, NamedTuple, Protocol
 
-from seawall import _concurrency
-from seawall import _invalidation_message as message_format
-from seawall._async.waker import open_pubsub
-from seawall._concurrency import (
+from seawall.cache import _invalidation_message as message_format
+from seawall.locks._async.waker import open_pubsub
+from seawall.shared import _concurrency
+from seawall.shared._concurrency import (
     AsyncEvent,
     AsyncWorker,
     ScopedRegistry,
@@ -46,7 +46,7 @@ from seawall._concurrency import (
     async_scope,
     async_sleep,
 )
-from seawall._validate import AsyncClient, check_async_client, check_name
+from seawall.shared._validate import AsyncClient, check_async_client, check_name
 
 # How long one read waits before the listener looks at its health and registrations.
 POLL = 0.25

@@ -19,13 +19,17 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from seawall import _concurrency, _tokens
-from seawall._async.cache_base import _FETCH, _STORE, _VOID, CORRUPT, REDIS_DOWN, ms
-from seawall._async.cache_generation import AsyncCacheGenerations, Call
-from seawall._async.cache_waker import AsyncCacheWaker, Watch, get_cache_waker
-from seawall._bounded import LAST_LOOK, async_until
-from seawall._cache_codec import ABSENT_PAYLOAD, CACHE_WAKE_PREFIX, CacheKeys, cache_keys
-from seawall._concurrency import (
+from seawall.cache import _tokens
+from seawall.cache._async.base import _FETCH, _STORE, _VOID, CORRUPT, REDIS_DOWN, ms
+from seawall.cache._async.generation import AsyncCacheGenerations, Call
+from seawall.cache._async.waker import AsyncCacheWaker, Watch, get_cache_waker
+from seawall.cache._codec import ABSENT_PAYLOAD, CACHE_WAKE_PREFIX, CacheKeys, cache_keys
+from seawall.cache._freshness import xfetch_due
+from seawall.cache._l1 import MISSING
+from seawall.errors import CacheWaitTimeout
+from seawall.shared import _concurrency
+from seawall.shared._bounded import LAST_LOOK, async_until
+from seawall.shared._concurrency import (
     AsyncEvent,
     async_background,
     async_call_loader,
@@ -35,9 +39,6 @@ from seawall._concurrency import (
     async_spawn,
     async_time_limit,
 )
-from seawall._freshness import xfetch_due
-from seawall._l1 import MISSING
-from seawall.errors import CacheWaitTimeout
 
 FRESH, STALE_REFRESH, STALE, MISS_LOAD, MISS_WAIT = 1, 2, 3, 4, 5
 

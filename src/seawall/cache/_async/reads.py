@@ -16,8 +16,8 @@ from typing import Any
 
 import redis.asyncio.cluster
 
-from seawall._async.cache_base import AsyncCacheBase
-from seawall._async.cache_generation import router
+from seawall.cache._async.base import AsyncCacheBase
+from seawall.cache._async.generation import router
 
 
 async def plain_reads(

@@ -17,17 +17,17 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from seawall import _scripts
-from seawall._async.cache_again import get_sweeper, schedule
-from seawall._async.cache_base import REDIS_DOWN, ms
-from seawall._async.cache_bulk import AsyncCacheBulk
-from seawall._async.cache_writes import BATCH
-from seawall._concurrency import async_call_loader
-from seawall._keys import tagged
-from seawall._validate import check_seconds
+from seawall.cache._async.again import get_sweeper, schedule
+from seawall.cache._async.base import REDIS_DOWN, ms
+from seawall.cache._async.bulk import AsyncCacheBulk
+from seawall.cache._async.writes import BATCH
 from seawall.errors import CacheUnavailable
+from seawall.shared import _scripts
+from seawall.shared._concurrency import async_call_loader
+from seawall.shared._keys import tagged
+from seawall.shared._validate import check_seconds
 
-_TAG = _scripts.load("cache_tag")
+_TAG = _scripts.load("seawall.cache", "cache_tag")
 
 
 def tag_key(namespace: str, tag: str) -> str:

@@ -20,10 +20,10 @@ import uuid
 import weakref
 from typing import Any
 
-from seawall import _concurrency
-from seawall._async.waker import open_pubsub
-from seawall._cache_codec import CACHE_WAKE_PREFIX
-from seawall._concurrency import (
+from seawall.cache._codec import CACHE_WAKE_PREFIX
+from seawall.locks._async.waker import open_pubsub
+from seawall.shared import _concurrency
+from seawall.shared._concurrency import (
     AsyncEvent,
     AsyncWorker,
     ScopedRegistry,
@@ -31,7 +31,7 @@ from seawall._concurrency import (
     async_scope,
     async_sleep,
 )
-from seawall._validate import AsyncClient
+from seawall.shared._validate import AsyncClient
 
 # The listener exits after this long with nobody waiting; POLL is how often it looks.
 IDLE_EXIT = 10.0

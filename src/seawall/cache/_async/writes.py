@@ -15,11 +15,11 @@ from typing import Any, NamedTuple
 import redis.asyncio.cluster
 from redis.crc import key_slot
 
-from seawall import _concurrency
-from seawall._async.cache_base import _STORE_MANY, REDIS_DOWN, ms
-from seawall._async.cache_generation import Call
-from seawall._async.cache_loading import WAKE_PAYLOAD_LIMIT, AsyncCacheCore
-from seawall._cache_codec import CACHE_WAKE_PREFIX, CacheKeys, cache_keys
+from seawall.cache._async.base import _STORE_MANY, REDIS_DOWN, ms
+from seawall.cache._async.generation import Call
+from seawall.cache._async.loading import WAKE_PAYLOAD_LIMIT, AsyncCacheCore
+from seawall.cache._codec import CACHE_WAKE_PREFIX, CacheKeys, cache_keys
+from seawall.shared import _concurrency
 
 # Keys per pipeline round trip (and per MGET).
 BATCH = 1000

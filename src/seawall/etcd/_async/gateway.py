@@ -18,10 +18,10 @@ from typing import Any
 
 import httpx
 
-from seawall import _concurrency
-from seawall._bounded import last_look
-from seawall._concurrency import async_scope
 from seawall.etcd._core import LOOK, NOT_FOUND, SILENT, EtcdError, b64, watch_outcome
+from seawall.shared import _concurrency
+from seawall.shared._bounded import last_look
+from seawall.shared._concurrency import async_scope
 
 # A request with no deadline of its own (a release, a keepalive with a far lease) still
 # gives up after this long: a frozen etcd must not hang its caller for ever.

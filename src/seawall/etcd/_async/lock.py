@@ -15,15 +15,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from seawall import _concurrency, _lease
-from seawall._async.holder import AsyncHolder, Hold, HoldTable, left_until
-from seawall._async.renewer import get_renewer
-from seawall._concurrency import async_owner, async_sleep, async_spawn
-from seawall._validate import check_acquire_wait, check_name, check_seconds, check_timeout
 from seawall.errors import LockError, LockNotOwnedError, LockTimeout
 from seawall.etcd import _core
 from seawall.etcd._async.gateway import AsyncGateway, get_gateway
 from seawall.etcd._core import EtcdError
+from seawall.locks import _lease
+from seawall.locks._async.holder import AsyncHolder, Hold, HoldTable, left_until
+from seawall.locks._async.renewer import get_renewer
+from seawall.shared import _concurrency
+from seawall.shared._concurrency import async_owner, async_sleep, async_spawn
+from seawall.shared._validate import check_acquire_wait, check_name, check_seconds, check_timeout
 
 # After a broken watch (etcd restarting, a dropped connection) a waiter tries again after
 # this long, doubling up to a second.

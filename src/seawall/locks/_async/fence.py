@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from seawall import _scripts
-from seawall._async.scripts import run_script
-from seawall._validate import check_async_client, check_name
+from seawall.shared import _scripts
+from seawall.shared._async.scripts import run_script
+from seawall.shared._validate import check_async_client, check_name
 
-_FENCED_WRITE = _scripts.load("fenced_write")
+_FENCED_WRITE = _scripts.load("seawall.locks", "fenced_write")
 
 # The script compares fences as Lua numbers (doubles): exact only below this.
 _EXACT = 2**53

@@ -24,14 +24,19 @@ from typing import Any, Self
 
 from redis.exceptions import RedisError
 
-from seawall import _concurrency, _lease, _scripts
-from seawall._async import lock_metrics
-from seawall._async.renewer import get_renewer
-from seawall._async.replication import run_script_replicated
-from seawall._async.scripts import run_script
-from seawall._async.waker import AsyncWaker, get_waker
-from seawall._bounded import async_until, last_look
-from seawall._concurrency import (
+from seawall.errors import LockError, LockNotOwnedError, LockTimeout
+from seawall.locks import _lease
+from seawall.locks._async import lock_metrics
+from seawall.locks._async.renewer import get_renewer
+from seawall.locks._async.replication import run_script_replicated
+from seawall.locks._async.waker import AsyncWaker, get_waker
+from seawall.locks._holds import Hold as Hold
+from seawall.locks._holds import HoldTable as HoldTable
+from seawall.locks._replication import ReplicaPolicy
+from seawall.shared import _concurrency, _scripts
+from seawall.shared._async.scripts import run_script
+from seawall.shared._bounded import async_until, last_look
+from seawall.shared._concurrency import (
     async_background,
     async_fire,
     async_owner,
@@ -41,11 +46,7 @@ from seawall._concurrency import (
     async_spawn,
     async_time_limit,
 )
-from seawall._holds import Hold as Hold
-from seawall._holds import HoldTable as HoldTable
-from seawall._replication import ReplicaPolicy
-from seawall._validate import check_seconds
-from seawall.errors import LockError, LockNotOwnedError, LockTimeout
+from seawall.shared._validate import check_seconds
 
 # A background release of a token that a timed-out try may have been granted retries
 # after this long (doubling, at most 1 s) while the server does not answer.

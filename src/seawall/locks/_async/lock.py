@@ -6,26 +6,27 @@ import secrets
 from collections.abc import Callable
 from typing import Any
 
-from seawall import _concurrency, _lease, _scripts
-from seawall._async.holder import AsyncLeaseHolder, Hold, HoldTable, left_until
-from seawall._async.scripts import run_script
-from seawall._async.waker import AsyncWaker
-from seawall._concurrency import async_owner
-from seawall._keys import WAKE_PREFIX, lock_keys_of, tagged
-from seawall._lease import ms
-from seawall._replication import DEFAULT_REPLICA_TIMEOUT, replica_policy
-from seawall._validate import (
+from seawall.errors import LockError, LockNotOwnedError, LockTimeout
+from seawall.locks import _lease
+from seawall.locks._async.holder import AsyncLeaseHolder, Hold, HoldTable, left_until
+from seawall.locks._async.waker import AsyncWaker
+from seawall.locks._lease import ms
+from seawall.locks._replication import DEFAULT_REPLICA_TIMEOUT, replica_policy
+from seawall.shared import _concurrency, _scripts
+from seawall.shared._async.scripts import run_script
+from seawall.shared._concurrency import async_owner
+from seawall.shared._keys import WAKE_PREFIX, lock_keys_of, tagged
+from seawall.shared._validate import (
     check_acquire_wait,
     check_async_client,
     check_name,
     check_seconds,
     check_timeout,
 )
-from seawall.errors import LockError, LockNotOwnedError, LockTimeout
 
-_ACQUIRE = _scripts.load("lock_acquire")
-_RELEASE = _scripts.load("lock_release")
-_EXTEND = _scripts.load("lock_extend")
+_ACQUIRE = _scripts.load("seawall.locks", "lock_acquire")
+_RELEASE = _scripts.load("seawall.locks", "lock_release")
+_EXTEND = _scripts.load("seawall.locks", "lock_extend")
 
 
 # An unused queue of waiting processes expires after this long (waiters refresh it on

@@ -13,9 +13,9 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from seawall import _concurrency
 from seawall.metrics._families import LOCK_ACQUISITIONS, LOCK_LEASES_LOST, LOCK_WAIT_SECONDS
 from seawall.metrics._sink import SINK
+from seawall.shared import _concurrency
 
 _measuring: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "seawall_measuring_acquire", default=False

@@ -1,7 +1,7 @@
 """seawall.aio.Redlock: one lock over several independent Redis masters (Redlock).
 
 Each round of requests goes to every master at once, each bounded by a per-node timeout;
-the arithmetic (quorum, drift, validity, fences) lives in `seawall._redlock`.
+the arithmetic (quorum, drift, validity, fences) lives in `seawall.locks._redlock`.
 """
 
 from __future__ import annotations
@@ -15,13 +15,15 @@ from typing import Any
 import redis.asyncio.cluster
 from redis.exceptions import NoScriptError, ResponseError
 
-from seawall import _concurrency, _lease, _redlock, _scripts
-from seawall._async.holder import AsyncHolder, Hold, HoldTable
-from seawall._async.renewer import get_renewer
-from seawall._concurrency import async_background, async_each_node, async_owner
-from seawall._keys import tagged
-from seawall._lease import ms
-from seawall._validate import (
+from seawall.errors import LockError, LockNotOwnedError, LockTimeout
+from seawall.locks import _lease, _redlock
+from seawall.locks._async.holder import AsyncHolder, Hold, HoldTable
+from seawall.locks._async.renewer import get_renewer
+from seawall.locks._lease import ms
+from seawall.shared import _concurrency, _scripts
+from seawall.shared._concurrency import async_background, async_each_node, async_owner
+from seawall.shared._keys import tagged
+from seawall.shared._validate import (
     AsyncClient,
     check_acquire_wait,
     check_async_client,
@@ -29,12 +31,11 @@ from seawall._validate import (
     check_seconds,
     check_timeout,
 )
-from seawall.errors import LockError, LockNotOwnedError, LockTimeout
 
-_ACQUIRE = _scripts.load("redlock_acquire")
-_RAISE_FENCE = _scripts.load("redlock_raise_fence")
-_RELEASE = _scripts.load("redlock_release")
-_EXTEND = _scripts.load("lock_extend")
+_ACQUIRE = _scripts.load("seawall.locks", "redlock_acquire")
+_RAISE_FENCE = _scripts.load("seawall.locks", "redlock_raise_fence")
+_RELEASE = _scripts.load("seawall.locks", "redlock_release")
+_EXTEND = _scripts.load("seawall.locks", "lock_extend")
 
 
 class AsyncRedlock(AsyncHolder):

@@ -14,8 +14,8 @@ import threading
 import weakref
 from typing import Protocol
 
-from seawall import _concurrency
-from seawall._concurrency import (
+from seawall.shared import _concurrency
+from seawall.shared._concurrency import (
     AsyncEvent,
     AsyncWorker,
     ScopedRegistry,

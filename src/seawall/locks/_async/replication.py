@@ -1,4 +1,4 @@
-"""Run an acquire script and WAIT for replicas on one connection (see seawall._replication).
+"""Run an acquire script and WAIT for replicas on one connection (see seawall.locks._replication).
 
 WAIT counts the replicas that have acknowledged every write made so far on the connection
 that sends it. With a pool, a script sent as one command and WAIT sent as another may go
@@ -16,11 +16,11 @@ from typing import Any
 import redis.asyncio.cluster
 from redis.exceptions import NoScriptError
 
-from seawall._bounded import async_within
-from seawall._concurrency import async_node_of
-from seawall._replication import ReplicaPolicy
-from seawall._scripts import LuaScript
-from seawall._validate import AsyncClient
+from seawall.locks._replication import ReplicaPolicy
+from seawall.shared._bounded import async_within
+from seawall.shared._concurrency import async_node_of
+from seawall.shared._scripts import LuaScript
+from seawall.shared._validate import AsyncClient
 
 
 async def run_script_replicated(
@@ -58,6 +58,6 @@ async def _send(
         pipe.execute_command(*wait, target_nodes=await async_node_of(client, key))
     else:
         pipe.execute_command(*wait)
-    # Bounded by the caller's deadline (seawall._bounded), whatever the socket timeout.
+    # Bounded by the caller's deadline (seawall.shared._bounded), whatever the socket timeout.
     results: list[Any] = await async_within(lambda: pipe.execute(raise_on_error=False))
     return results

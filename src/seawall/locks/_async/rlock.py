@@ -17,16 +17,16 @@ takes (and waits for) a hold of its own through the shared object, as with threa
 
 from __future__ import annotations
 
-from seawall import _concurrency, _scripts
-from seawall._async.holder import Hold
-from seawall._async.lock import AsyncLock
-from seawall._async.scripts import run_script
-from seawall._bounded import async_until, last_look
-from seawall._concurrency import async_run_soon
-from seawall._validate import check_acquire_wait
+from seawall.locks._async.holder import Hold
+from seawall.locks._async.lock import AsyncLock
+from seawall.shared import _concurrency, _scripts
+from seawall.shared._async.scripts import run_script
+from seawall.shared._bounded import async_until, last_look
+from seawall.shared._concurrency import async_run_soon
+from seawall.shared._validate import check_acquire_wait
 
-_COUNT = _scripts.load("rlock_count")
-_EXTEND = _scripts.load("rlock_extend")
+_COUNT = _scripts.load("seawall.locks", "rlock_count")
+_EXTEND = _scripts.load("seawall.locks", "rlock_extend")
 
 
 class AsyncRLock(AsyncLock):

@@ -14,29 +14,32 @@ import secrets
 from collections.abc import Callable
 from typing import Any
 
-from seawall import _concurrency, _rwpolicy, _scripts
-from seawall._async.holder import AsyncLeaseHolder, Hold, HoldTable, left_until
-from seawall._async.scripts import run_script
-from seawall._async.waker import AsyncWaker
-from seawall._concurrency import async_owner
-from seawall._keys import WAKE_PREFIX, RWLockKeys, rwlock_keys
-from seawall._lease import ms
-from seawall._replication import DEFAULT_REPLICA_TIMEOUT, replica_policy
-from seawall._validate import (
+from seawall.errors import LockError, LockNotOwnedError, LockTimeout
+from seawall.locks import _rwpolicy
+from seawall.locks._async.holder import AsyncLeaseHolder, Hold, HoldTable, left_until
+from seawall.locks._async.waker import AsyncWaker
+from seawall.locks._lease import ms
+from seawall.locks._replication import DEFAULT_REPLICA_TIMEOUT, replica_policy
+from seawall.shared import _concurrency, _scripts
+from seawall.shared._async.scripts import run_script
+from seawall.shared._concurrency import async_owner
+from seawall.shared._keys import WAKE_PREFIX, RWLockKeys, rwlock_keys
+from seawall.shared._validate import (
     check_acquire_wait,
     check_async_client,
     check_name,
     check_seconds,
     check_timeout,
 )
-from seawall.errors import LockError, LockNotOwnedError, LockTimeout
 
-_READ_ACQUIRE = _scripts.load("rwlock_read_acquire")
-_WRITE_ACQUIRE = _scripts.load("rwlock_write_acquire")
-_READ_RELEASE = _scripts.load("rwlock_read_release")
-_WRITE_RELEASE = _scripts.load("rwlock_write_release")
-_READ_EXTEND = _scripts.load("rwlock_read_extend")
-_WRITE_EXTEND = _scripts.load("lock_extend")  # a string key holding the token, as for Lock
+_READ_ACQUIRE = _scripts.load("seawall.locks", "rwlock_read_acquire")
+_WRITE_ACQUIRE = _scripts.load("seawall.locks", "rwlock_write_acquire")
+_READ_RELEASE = _scripts.load("seawall.locks", "rwlock_read_release")
+_WRITE_RELEASE = _scripts.load("seawall.locks", "rwlock_write_release")
+_READ_EXTEND = _scripts.load("seawall.locks", "rwlock_read_extend")
+_WRITE_EXTEND = _scripts.load(
+    "seawall.locks", "lock_extend"
+)  # a string key holding the token, as for Lock
 
 
 class AsyncRWLock:

@@ -6,16 +6,18 @@ import secrets
 from collections.abc import Callable
 from typing import Any
 
-from seawall import _concurrency, _lease, _scripts
-from seawall._async.holder import AsyncLeaseHolder, Hold, HoldTable, left_until
-from seawall._async.lock import QUEUE_TTL_MS
-from seawall._async.scripts import run_script
-from seawall._async.waker import AsyncWaker
-from seawall._concurrency import async_owner
-from seawall._keys import WAKE_PREFIX, semaphore_keys
-from seawall._lease import ms
-from seawall._replication import DEFAULT_REPLICA_TIMEOUT, replica_policy
-from seawall._validate import (
+from seawall.errors import LockNotOwnedError, LockTimeout
+from seawall.locks import _lease
+from seawall.locks._async.holder import AsyncLeaseHolder, Hold, HoldTable, left_until
+from seawall.locks._async.lock import QUEUE_TTL_MS
+from seawall.locks._async.waker import AsyncWaker
+from seawall.locks._lease import ms
+from seawall.locks._replication import DEFAULT_REPLICA_TIMEOUT, replica_policy
+from seawall.shared import _concurrency, _scripts
+from seawall.shared._async.scripts import run_script
+from seawall.shared._concurrency import async_owner
+from seawall.shared._keys import WAKE_PREFIX, semaphore_keys
+from seawall.shared._validate import (
     check_acquire_wait,
     check_async_client,
     check_name,
@@ -23,12 +25,11 @@ from seawall._validate import (
     check_seconds,
     check_timeout,
 )
-from seawall.errors import LockNotOwnedError, LockTimeout
 
-_ACQUIRE = _scripts.load("semaphore_acquire")
-_RELEASE = _scripts.load("semaphore_release")
-_EXTEND = _scripts.load("semaphore_extend")
-_STATE = _scripts.load("semaphore_state")
+_ACQUIRE = _scripts.load("seawall.locks", "semaphore_acquire")
+_RELEASE = _scripts.load("seawall.locks", "semaphore_release")
+_EXTEND = _scripts.load("seawall.locks", "semaphore_extend")
+_STATE = _scripts.load("seawall.locks", "semaphore_state")
 
 # A queued process tries again at least this often, which keeps its place in the queue;
 # one that has not tried for WAITER_LAPSE (killed, paused) is dropped from the queue, so a

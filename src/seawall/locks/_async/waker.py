@@ -30,10 +30,10 @@ from typing import Any, cast
 
 import redis.asyncio
 
-from seawall import _concurrency, _scripts
-from seawall._async.scripts import run_script
-from seawall._bounded import async_execute, async_until, last_look
-from seawall._concurrency import (
+from seawall.shared import _concurrency, _scripts
+from seawall.shared._async.scripts import run_script
+from seawall.shared._bounded import async_execute, async_until, last_look
+from seawall.shared._concurrency import (
     AsyncEvent,
     AsyncWorker,
     ScopedRegistry,
@@ -42,17 +42,20 @@ from seawall._concurrency import (
     async_scope,
     async_sleep,
 )
-from seawall._keys import WAKE_PREFIX, kind_of, lock_keys_of, semaphore_keys_of
-from seawall._validate import AsyncClient
+from seawall.shared._keys import WAKE_PREFIX, kind_of, lock_keys_of, semaphore_keys_of
+from seawall.shared._validate import AsyncClient
 
-_PASS_WAKE = _scripts.load("lock_pass_wake")
+_PASS_WAKE = _scripts.load("seawall.locks", "lock_pass_wake")
 
 # Queues of primitives other than the lock, by key kind: their queue keys from the main
 # key, and one script (ARGV: wake-up channel prefix, waker id) that takes this process off
 # the queue and wakes the next waiter. It serves both leaving the queue and passing a
 # wake-up on: with more than one permit, a wake-up nobody here takes must go on as well.
 _OTHER_QUEUES: dict[str, tuple[Callable[[str], tuple[str, ...]], _scripts.LuaScript]] = {
-    "semaphore": (lambda key: semaphore_keys_of(key).queue, _scripts.load("semaphore_leave")),
+    "semaphore": (
+        lambda key: semaphore_keys_of(key).queue,
+        _scripts.load("seawall.locks", "semaphore_leave"),
+    ),
 }
 
 # The listener exits after this long with nobody waiting; POLL is how often it looks.

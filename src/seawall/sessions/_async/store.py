@@ -1,7 +1,7 @@
 """Sessions in Redis: load-and-slide in one round trip, save a request's changes in one.
 
 The decisions (what to write, the cookie, sizes) are in seawall.sessions._session; this
-module only runs the scripts (seawall/lua/session_*.lua) and maps their replies.
+module only runs the scripts (seawall/sessions/session_*.lua) and maps their replies.
 """
 
 from __future__ import annotations
@@ -10,17 +10,17 @@ from typing import Any
 
 import redis.exceptions
 
-from seawall import _scripts
-from seawall._async.scripts import run_script
-from seawall._validate import AsyncClient
 from seawall.sessions import _ids, _session
 from seawall.sessions._options import SessionOptions
 from seawall.sessions._session import SavePlan, Session
 from seawall.sessions.errors import SessionTooLarge, SessionUnavailable
+from seawall.shared import _scripts
+from seawall.shared._async.scripts import run_script
+from seawall.shared._validate import AsyncClient
 
-_LOAD = _scripts.load("session_load")
-_SAVE = _scripts.load("session_save")
-_BIND = _scripts.load("session_bind")
+_LOAD = _scripts.load("seawall.sessions", "session_load")
+_SAVE = _scripts.load("seawall.sessions", "session_save")
+_BIND = _scripts.load("seawall.sessions", "session_bind")
 
 _DOWN = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, TimeoutError)
 

@@ -1,1 +1,1 @@
-"""Hand-written asyncio implementations; `seawall/_sync/` is generated from these."""
+"""Hand-written asyncio script runner and eviction check; `_sync/` is generated from it."""

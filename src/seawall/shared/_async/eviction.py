@@ -1,5 +1,5 @@
 """The eviction-policy check: one CONFIG GET per client (per primary on Cluster), made by
-the first script of a primitive whose keys must not be evicted. See seawall/_eviction.py."""
+the first script of a primitive whose keys must not be evicted. See seawall/shared/_eviction.py."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from typing import Any
 
 import redis.asyncio.cluster
 
-from seawall import _eviction
-from seawall._concurrency import log
-from seawall._validate import AsyncClient
+from seawall.shared import _eviction
+from seawall.shared._concurrency import log
+from seawall.shared._validate import AsyncClient
 
 
 async def check_eviction_policy(client: AsyncClient) -> None:

@@ -7,11 +7,11 @@ from typing import Any
 
 from redis.exceptions import NoScriptError
 
-from seawall import _eviction
-from seawall._async.eviction import check_eviction_policy
-from seawall._bounded import async_execute
-from seawall._scripts import LuaScript
-from seawall._validate import AsyncClient
+from seawall.shared import _eviction
+from seawall.shared._async.eviction import check_eviction_policy
+from seawall.shared._bounded import async_execute
+from seawall.shared._scripts import LuaScript
+from seawall.shared._validate import AsyncClient
 
 
 async def run_script(
@@ -23,7 +23,7 @@ async def run_script(
     failover or SCRIPT FLUSH), so nothing about "loaded" state is remembered client-side;
     on Cluster each node fills its own cache the same way.
 
-    Inside `async_until(deadline)` (seawall._bounded) the call ends by the deadline,
+    Inside `async_until(deadline)` (seawall.shared._bounded) the call ends by the deadline,
     whatever the client's socket timeout.
     """
     key = keys[0]

@@ -32,23 +32,24 @@ import secrets
 from collections.abc import Callable
 from typing import Any
 
-from seawall import _concurrency, _lease, _scripts
-from seawall._async.renewer import get_renewer
-from seawall._async.scripts import run_script
-from seawall._bounded import async_execute, async_until, last_look
-from seawall._concurrency import (
+from seawall.errors import IdempotencyTimeout, IdempotentOutcomeError
+from seawall.locks import _lease
+from seawall.locks._async.renewer import get_renewer
+from seawall.shared import _concurrency, _scripts
+from seawall.shared._async.scripts import run_script
+from seawall.shared._bounded import async_execute, async_until, last_look
+from seawall.shared._concurrency import (
     async_check_handler,
     async_resolve,
     async_spawn,
     async_time_limit,
 )
-from seawall._keys import tagged
-from seawall._validate import check_async_client, check_name, check_seconds, check_timeout
-from seawall.errors import IdempotencyTimeout, IdempotentOutcomeError
+from seawall.shared._keys import tagged
+from seawall.shared._validate import check_async_client, check_name, check_seconds, check_timeout
 
-_CLAIM = _scripts.load("idempotent_claim")
-_FINISH = _scripts.load("idempotent_finish")
-_EXTEND = _scripts.load("idempotent_extend")
+_CLAIM = _scripts.load("seawall.stock", "idempotent_claim")
+_FINISH = _scripts.load("seawall.stock", "idempotent_finish")
+_EXTEND = _scripts.load("seawall.stock", "idempotent_extend")
 
 # A BLPOP must end before the client's socket timeout would cut it off.
 _SOCKET_MARGIN = 0.8

@@ -30,11 +30,15 @@ from typing import Any, Protocol
 
 import redis.exceptions
 
-from seawall import _concurrency, _scripts
-from seawall._async.scripts import run_script
-from seawall._concurrency import async_offload, async_sleep, log
-from seawall._keys import stock_keys
-from seawall._orders import (
+from seawall.errors import DrainTimeout
+from seawall.metrics._families import ORDER_SINK_LAG, ORDER_SINK_SAVED
+from seawall.metrics._sink import SINK as metrics_sink
+from seawall.shared import _concurrency, _scripts
+from seawall.shared._async.scripts import run_script
+from seawall.shared._concurrency import async_offload, async_sleep, log
+from seawall.shared._keys import stock_keys
+from seawall.shared._validate import check_async_client, check_name, check_seconds, check_timeout
+from seawall.stock._orders import (
     OrderChange,
     ReconcileReport,
     balance,
@@ -42,7 +46,7 @@ from seawall._orders import (
     parse_order_value,
     plan_repairs,
 )
-from seawall._sql import (
+from seawall.stock._sql import (
     DEFAULT_TABLE,
     KEY_CHARS,
     OrderTable,
@@ -50,13 +54,9 @@ from seawall._sql import (
     row_errors,
     transient_errors,
 )
-from seawall._validate import check_async_client, check_name, check_seconds, check_timeout
-from seawall.errors import DrainTimeout
-from seawall.metrics._families import ORDER_SINK_LAG, ORDER_SINK_SAVED
-from seawall.metrics._sink import SINK as metrics_sink
 
-_ACK = _scripts.load("sink_ack")
-_BOOKS = _scripts.load("stock_books")
+_ACK = _scripts.load("seawall.stock", "sink_ack")
+_BOOKS = _scripts.load("seawall.stock", "stock_books")
 
 DEFAULT_GROUP = "seawall-sink"
 MAX_BATCH = 10_000

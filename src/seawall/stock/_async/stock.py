@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from seawall import _scripts, _stock
-from seawall._async.scripts import run_script
-from seawall._keys import StockKeys, stock_keys
-from seawall._validate import check_async_client, check_name
 from seawall.metrics._families import STOCK_TAKES
 from seawall.metrics._sink import SINK as metrics_sink
+from seawall.shared import _scripts
+from seawall.shared._async.scripts import run_script
+from seawall.shared._keys import StockKeys, stock_keys
+from seawall.shared._validate import check_async_client, check_name
+from seawall.stock import _stock
 
-_TAKE = _scripts.load("stock_take")
-_CANCEL = _scripts.load("stock_cancel")
-_PUT = _scripts.load("stock_put")
+_TAKE = _scripts.load("seawall.stock", "stock_take")
+_CANCEL = _scripts.load("seawall.stock", "stock_cancel")
+_PUT = _scripts.load("seawall.stock", "stock_put")
 
 
 class AsyncStock:

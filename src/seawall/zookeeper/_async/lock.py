@@ -22,13 +22,14 @@ from kazoo.exceptions import (
     SessionExpiredError,
 )
 
-from seawall import _concurrency, _lease
-from seawall._async.holder import AsyncHolder, Hold, HoldTable, left_until
-from seawall._async.renewer import get_renewer
-from seawall._bounded import last_look
-from seawall._concurrency import async_offload, async_owner, async_sleep
-from seawall._validate import check_acquire_wait, check_name, check_seconds, check_timeout
 from seawall.errors import LockError, LockNotOwnedError, LockTimeout
+from seawall.locks import _lease
+from seawall.locks._async.holder import AsyncHolder, Hold, HoldTable, left_until
+from seawall.locks._async.renewer import get_renewer
+from seawall.shared import _concurrency
+from seawall.shared._bounded import last_look
+from seawall.shared._concurrency import async_offload, async_owner, async_sleep
+from seawall.shared._validate import check_acquire_wait, check_name, check_seconds, check_timeout
 from seawall.zookeeper import _core
 from seawall.zookeeper._calls import AsyncSignal, async_result
 from seawall.zookeeper._session import (
