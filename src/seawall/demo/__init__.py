@@ -24,13 +24,13 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import TextIO
 
 import redis
 from rich.text import Text
 
 from seawall.demo import consistency, counter, fencing, flash_sale, stampede
+from seawall.demo._context import DemoContext
 from seawall.demo._table import Style, Table, render
 from seawall.demo._workers import WorkerPool, warm_up
 
@@ -40,20 +40,6 @@ __all__ = ["SCENARIOS", "WORKERS", "DemoContext", "Scenario", "Table", "run"]
 # only make the races in the unsafe rounds more frequent.
 WORKERS = 8
 _WARM_UP_TIMEOUT = 60.0
-
-
-@dataclass
-class DemoContext:
-    url: str
-    client: redis.Redis
-    workers: WorkerPool
-    quick: bool
-    run_id: str
-    progress: Callable[[str], None]
-
-    def name(self, base: str) -> str:
-        """A name (key or lock) private to this demo run."""
-        return f"demo:{self.run_id}:{base}"
 
 
 Scenario = Callable[[DemoContext], Table]

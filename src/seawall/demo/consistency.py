@@ -31,7 +31,7 @@ from seawall.demo._table import Cell, Column, Table
 from seawall.demo.stampede import DATABASE_URL_ENV, Database, _execute
 
 if TYPE_CHECKING:
-    from seawall.demo import DemoContext
+    from seawall.demo._context import DemoContext
 
 ROWS = 40
 READERS = 4

@@ -21,7 +21,7 @@ from seawall.demo._table import Cell, Column, Table
 from seawall.demo._workers import client
 
 if TYPE_CHECKING:
-    from seawall.demo import DemoContext
+    from seawall.demo._context import DemoContext
 
 TTL = 1.0
 PAUSE = 1.5  # how long A stays frozen: well past its lease

@@ -29,7 +29,7 @@ from seawall.demo._table import Cell, Column, Table, seconds
 from seawall.demo._workers import client
 
 if TYPE_CHECKING:
-    from seawall.demo import DemoContext
+    from seawall.demo._context import DemoContext
 
 Method = Literal["read-decrement", "watch", "lock", "stock"]
 

@@ -23,7 +23,7 @@ from seawall.demo._table import Cell, Column, Table
 from seawall.demo._workers import client
 
 if TYPE_CHECKING:
-    from seawall.demo import DemoContext
+    from seawall.demo._context import DemoContext
 
 Method = Literal["naive", "seawall"]
 

@@ -144,3 +144,14 @@ def within(call: Callable[[], T]) -> T:
             pool.stuck(+1)
             future.add_done_callback(lambda _: pool.stuck(-1))
         raise TimeoutError(f"no answer within {timeout:g} s") from None
+
+
+def async_time_limit(seconds: float) -> Any:
+    """Bound an await: a frozen server must not stall lease renewal past the lease."""
+    return asyncio.timeout(max(seconds, 0.0))
+
+
+def time_limit(seconds: float) -> Any:
+    # Sync Redis calls made through execute (every script) read their reply with what is
+    # left of this limit, whatever the client's socket_timeout.
+    return until(_concurrency.monotonic() + max(seconds, 0.0))

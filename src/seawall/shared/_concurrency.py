@@ -237,19 +237,6 @@ class ScopedRegistry:
             return found
 
 
-def async_time_limit(seconds: float) -> Any:
-    """Bound an await: a frozen server must not stall lease renewal past the lease."""
-    return asyncio.timeout(max(seconds, 0.0))
-
-
-def time_limit(seconds: float) -> Any:
-    # Sync Redis calls made through seawall.shared._bounded.execute (every script) read their
-    # reply with what is left of this limit, whatever the client's socket_timeout.
-    from seawall.shared._bounded import until
-
-    return until(monotonic() + max(seconds, 0.0))
-
-
 def async_fire(callback: Callable[[Any], Any], arg: Any) -> None:
     """Call a user callback; a coroutine it returns runs as a task. Errors are logged."""
     try:

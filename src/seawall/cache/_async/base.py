@@ -42,12 +42,12 @@ from seawall.errors import CacheWaitTimeout
 from seawall.metrics._sink import SINK as metrics_sink
 from seawall.shared import _concurrency, _scripts
 from seawall.shared._async.scripts import run_script
+from seawall.shared._bounded import async_time_limit
 from seawall.shared._concurrency import (
     AsyncSlots,
     ScopedRegistry,
     async_scope,
     async_spawn,
-    async_time_limit,
 )
 from seawall.shared._keys import tagged
 from seawall.shared._validate import AsyncClient, check_seconds

@@ -28,7 +28,7 @@ from seawall.cache._freshness import xfetch_due
 from seawall.cache._l1 import MISSING
 from seawall.errors import CacheWaitTimeout
 from seawall.shared import _concurrency
-from seawall.shared._bounded import LAST_LOOK, async_until
+from seawall.shared._bounded import LAST_LOOK, async_time_limit, async_until
 from seawall.shared._concurrency import (
     AsyncEvent,
     async_background,
@@ -37,7 +37,6 @@ from seawall.shared._concurrency import (
     async_scope,
     async_sleep,
     async_spawn,
-    async_time_limit,
 )
 
 FRESH, STALE_REFRESH, STALE, MISS_LOAD, MISS_WAIT = 1, 2, 3, 4, 5

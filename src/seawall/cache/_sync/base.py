@@ -43,12 +43,12 @@ from seawall.errors import CacheWaitTimeout
 from seawall.metrics._sink import SINK as metrics_sink
 from seawall.shared import _concurrency, _scripts
 from seawall.shared._sync.scripts import run_script
+from seawall.shared._bounded import time_limit
 from seawall.shared._concurrency import (
     Slots,
     ScopedRegistry,
     scope,
     spawn,
-    time_limit,
 )
 from seawall.shared._keys import tagged
 from seawall.shared._validate import Client, check_seconds

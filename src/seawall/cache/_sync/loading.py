@@ -29,7 +29,7 @@ from seawall.cache._freshness import xfetch_due
 from seawall.cache._l1 import MISSING
 from seawall.errors import CacheWaitTimeout
 from seawall.shared import _concurrency
-from seawall.shared._bounded import LAST_LOOK, until
+from seawall.shared._bounded import LAST_LOOK, time_limit, until
 from seawall.shared._concurrency import (
     Event,
     background,
@@ -38,7 +38,6 @@ from seawall.shared._concurrency import (
     scope,
     sleep,
     spawn,
-    time_limit,
 )
 
 FRESH, STALE_REFRESH, STALE, MISS_LOAD, MISS_WAIT = 1, 2, 3, 4, 5

@@ -35,7 +35,7 @@ from seawall.locks._holds import HoldTable as HoldTable
 from seawall.locks._replication import ReplicaPolicy
 from seawall.shared import _concurrency, _scripts
 from seawall.shared._async.scripts import run_script
-from seawall.shared._bounded import async_until, last_look
+from seawall.shared._bounded import async_time_limit, async_until, last_look
 from seawall.shared._concurrency import (
     async_background,
     async_fire,
@@ -44,7 +44,6 @@ from seawall.shared._concurrency import (
     async_scope,
     async_sleep,
     async_spawn,
-    async_time_limit,
 )
 from seawall.shared._validate import check_seconds
 

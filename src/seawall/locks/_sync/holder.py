@@ -36,7 +36,7 @@ from seawall.locks._holds import HoldTable as HoldTable
 from seawall.locks._replication import ReplicaPolicy
 from seawall.shared import _concurrency, _scripts
 from seawall.shared._sync.scripts import run_script
-from seawall.shared._bounded import until, last_look
+from seawall.shared._bounded import time_limit, until, last_look
 from seawall.shared._concurrency import (
     background,
     fire,
@@ -45,7 +45,6 @@ from seawall.shared._concurrency import (
     scope,
     sleep,
     spawn,
-    time_limit,
 )
 from seawall.shared._validate import check_seconds
 

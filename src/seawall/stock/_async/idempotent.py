@@ -37,12 +37,11 @@ from seawall.locks import _lease
 from seawall.locks._async.renewer import get_renewer
 from seawall.shared import _concurrency, _scripts
 from seawall.shared._async.scripts import run_script
-from seawall.shared._bounded import async_execute, async_until, last_look
+from seawall.shared._bounded import async_execute, async_time_limit, async_until, last_look
 from seawall.shared._concurrency import (
     async_check_handler,
     async_resolve,
     async_spawn,
-    async_time_limit,
 )
 from seawall.shared._keys import tagged
 from seawall.shared._validate import check_async_client, check_name, check_seconds, check_timeout

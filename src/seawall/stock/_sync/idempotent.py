@@ -38,12 +38,11 @@ from seawall.locks import _lease
 from seawall.locks._sync.renewer import get_renewer
 from seawall.shared import _concurrency, _scripts
 from seawall.shared._sync.scripts import run_script
-from seawall.shared._bounded import execute, until, last_look
+from seawall.shared._bounded import execute, time_limit, until, last_look
 from seawall.shared._concurrency import (
     check_handler,
     resolve,
     spawn,
-    time_limit,
 )
 from seawall.shared._keys import tagged
 from seawall.shared._validate import check_client, check_name, check_seconds, check_timeout
