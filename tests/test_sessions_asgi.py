@@ -77,7 +77,7 @@ def test_a_session_written_on_one_instance_is_read_on_the_other(apps: Any, targe
         # (Scripts loaded on every node first: a node's first EVALSHA of a script is
         # answered NOSCRIPT and followed by one EVAL, once per node and script.)
         for name in ("session_load", "session_save"):
-            target.sync().script_load(_scripts.load(name).source)
+            target.sync().script_load(_scripts.load("seawall.sessions", name).source)
         one.sent.clear()
         user.get("/")
         assert one.sent == ["EVALSHA"]
