@@ -182,3 +182,48 @@ def round_trips() -> Iterator[list[str]]:
 def waits(events: list[str]) -> int:
     """Round trips made one after another: 1 when every request went out before any reply."""
     return 1 + sum(1 for i, event in enumerate(events) if event == "send" and "reply" in events[:i])
+
+
+class Requests:
+    def __init__(self) -> None:
+        self.heads: list[bytes] = []  # the start of each request, for failure messages
+
+    @property
+    def count(self) -> int:
+        return len(self.heads)
+
+
+@contextlib.contextmanager
+def requests_sent() -> Iterator[Requests]:
+    """Requests redis-py writes (sync and asyncio) while the block runs: one per command
+    or pipeline (per node on Cluster), each a round trip. What the process does in the
+    background, which may fall in any window, is left out: the pub/sub listeners'
+    keep-alive PINGs, the second-delete sweepers' look at their schedules (a ZRANGE
+    every 0.5 s per client, see cache/_async/again.py) and the handshake of a connection such a
+    background caller opens (CLIENT SETINFO: the calls measured reuse warm connections)."""
+    counted = Requests()
+    patched = [redis.connection.AbstractConnection, redis.asyncio.connection.AbstractConnection]
+    originals = [cls.send_packed_command for cls in patched]
+
+    def count(command: Any) -> None:
+        parts = [command] if isinstance(command, bytes | str) else command
+        sent = b"".join(p.encode() if isinstance(p, str) else bytes(p) for p in parts)
+        head = sent[:40]
+        if b"PING" not in head and b"SETINFO" not in head and b"cache-again" not in sent:
+            counted.heads.append(sent[:60])
+
+    def sync_send(self: Any, command: Any, *args: Any, **kwargs: Any) -> Any:
+        count(command)
+        return originals[0](self, command, *args, **kwargs)
+
+    async def async_send(self: Any, command: Any, *args: Any, **kwargs: Any) -> Any:
+        count(command)
+        return await originals[1](self, command, *args, **kwargs)
+
+    patched[0].send_packed_command = sync_send  # type: ignore[method-assign]
+    patched[1].send_packed_command = async_send  # type: ignore[method-assign]
+    try:
+        yield counted
+    finally:
+        for cls, original in zip(patched, originals, strict=True):
+            cls.send_packed_command = original  # type: ignore[method-assign]

@@ -42,15 +42,16 @@ class Target:
         return sorted(k.decode() for k in found)
 
     def lock_keys(self) -> list[str]:
-        """Keys a lock leaves behind, other than its fence counter and its memory of released
-        tokens (which makes a retried release idempotent). Both outlive a hold on purpose
-        but expire by themselves (a day after the name's last hold, 5 minutes after its
-        last release): checked here, so no test leaves a key that never expires."""
+        """Keys a lock leaves behind, other than its fence counter, its memory of released
+        tokens (which makes a retried release idempotent) and a Lock's queue marker. They
+        outlive a hold on purpose but expire by themselves (the counter a day after it was
+        made, the memory minutes or a lease after a release, the marker seconds after the
+        last queueing): checked here, so no test leaves a key that never expires."""
         admin = self.sync()
         left = []
         for key in self.keys():
-            if key.endswith((":fence", ":released")):
-                assert admin.pttl(key) > 0, f"{key} never expires"
+            if key.endswith((":fence", ":released", ":queued")) or ":released:" in key:
+                assert admin.pttl(key) != -1, f"{key} never expires"  # -2: gone since
             else:
                 left.append(key)
         return left

@@ -28,7 +28,7 @@ def _acquire(r: object, name: str, token: str, waiter: str = "") -> list[object]
     return run_script(  # type: ignore[no-any-return]
         r,
         ACQUIRE,
-        (k.key, k.fence, k.waiters, k.throttle),
+        (k.key, k.fence, k.waiters, k.throttle, k.queued),
         (token, 10_000, waiter, 5_000, "", "1" if waiter else ""),
     )
 
@@ -39,8 +39,8 @@ def _release(r: object, name: str, token: str, starving_ms: int = CONTENTION[0])
         run_script(
             r,
             RELEASE,
-            (k.key, k.waiters, k.throttle, k.released),
-            (token, WAKE_PREFIX, starving_ms, *CONTENTION[1:]),
+            (k.key, k.waiters, k.throttle, k.record(token), k.queued),
+            (token, WAKE_PREFIX, starving_ms, *CONTENTION[1:], ""),
         )
     )
 

@@ -28,6 +28,7 @@ from conftest import Target
 import seawall
 import seawall.aio
 from seawall.cache._codec import cache_keys
+from seawall.locks import _lease
 from seawall.shared import _scripts
 from seawall.shared._keys import (
     WAKE_PREFIX,
@@ -67,7 +68,7 @@ def test_lock_acquire_replay_is_granted_with_the_same_fence(standalone: Target) 
     first, again = twice(
         r,
         "lock_acquire",
-        (keys.key, keys.fence, keys.waiters, keys.throttle),
+        (keys.key, keys.fence, keys.waiters, keys.throttle, keys.queued),
         (mine, 30_000, "", 5_000, "", ""),
     )
     assert first[0] == 1
@@ -79,12 +80,32 @@ def test_lock_release_replay_says_released(standalone: Target) -> None:
     r = standalone.sync()
     keys = lock_keys("replay")
     mine = token()
-    acquire = (keys.key, keys.fence, keys.waiters, keys.throttle)
+    acquire = (keys.key, keys.fence, keys.waiters, keys.throttle, keys.queued)
     run_script(r, script("lock_acquire"), acquire, (mine, 30_000, "", 5_000, "", ""))
-    release = (keys.key, keys.waiters, keys.throttle, keys.released)
-    args = (mine, WAKE_PREFIX, 20, 1000, 5)
+    release = (keys.key, keys.waiters, keys.throttle, keys.record(mine), keys.queued)
+    args = (mine, WAKE_PREFIX, 20, 1000, 5, "")
     assert twice(r, "lock_release", release, args) == [1, 1]
     assert r.exists(keys.key) == 0
+    # The record keeps what was left of the lease (the caller says when that is too short).
+    assert 25_000 < r.pttl(keys.record(mine)) <= 30_000
+
+
+def test_a_release_record_outlasts_a_short_lease_left(standalone: Target) -> None:
+    """A release near the end of its lease is still remembered long enough for redis-py's
+    retries: the caller asks for RELEASE_MEMORY, and a replay then still says released."""
+    r = standalone.sync()
+    keys = lock_keys("short")
+    mine = token()
+    acquire = (keys.key, keys.fence, keys.waiters, keys.throttle, keys.queued)
+    run_script(r, script("lock_acquire"), acquire, (mine, 300, "", 5_000, "", ""))
+    release = (keys.key, keys.waiters, keys.throttle, keys.record(mine), keys.queued)
+    memory = _lease.release_memory_ms(0.3)
+    assert memory == str(round(_lease.RELEASE_MEMORY * 1000))
+    args = (mine, WAKE_PREFIX, 20, 1000, 5, memory)
+    assert run_script(r, script("lock_release"), release, args) == 1
+    time.sleep(0.4)  # longer than the lease was
+    assert run_script(r, script("lock_release"), release, args) == 1
+    assert r.pttl(keys.record(mine)) > 15_000
 
 
 def test_lock_release_after_a_lost_lease_still_says_not_owned(standalone: Target) -> None:
@@ -92,15 +113,21 @@ def test_lock_release_after_a_lost_lease_still_says_not_owned(standalone: Target
     r = standalone.sync()
     keys = lock_keys("lapsed")
     mine, theirs = token(), token()
-    acquire = (keys.key, keys.fence, keys.waiters, keys.throttle)
-    release = (keys.key, keys.waiters, keys.throttle, keys.released)
+    acquire = (keys.key, keys.fence, keys.waiters, keys.throttle, keys.queued)
+
+    def release(who: str) -> int:
+        release_keys = (keys.key, keys.waiters, keys.throttle, keys.record(who), keys.queued)
+        args = (who, WAKE_PREFIX, 20, 1000, 5, "")
+        return int(run_script(r, script("lock_release"), release_keys, args))
+
     run_script(r, script("lock_acquire"), acquire, (mine, 30_000, "", 5_000, "", ""))
     r.delete(keys.key)  # our lease lapsed
     run_script(r, script("lock_acquire"), acquire, (theirs, 30_000, "", 5_000, "", ""))
-    assert run_script(r, script("lock_release"), release, (mine, WAKE_PREFIX, 20, 1000, 5)) == 0
-    assert run_script(r, script("lock_release"), release, (theirs, WAKE_PREFIX, 20, 1000, 5)) == 1
-    assert run_script(r, script("lock_release"), release, (mine, WAKE_PREFIX, 20, 1000, 5)) == 0
-    assert r.pttl(keys.released) > 0  # the memory expires
+    assert release(mine) == 0
+    assert release(theirs) == 1
+    assert release(mine) == 0
+    assert r.pttl(keys.record(theirs)) > 0  # the memory expires
+    assert r.exists(keys.record(mine)) == 0
 
 
 def test_redlock_scripts_replay(standalone: Target) -> None:

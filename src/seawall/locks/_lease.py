@@ -17,6 +17,20 @@ STARVING = 0.020
 HANDOFF = 0.100
 WAKE_THROTTLE = 0.005
 
+# A release is remembered at least this long (see lua/lock_release.lua), so that a release
+# redis-py retries after a lost reply (its retries back off for seconds) still answers
+# "released"; a record lives as long as the lease it ended when that is longer.
+RELEASE_MEMORY = 20.0
+
+
+def release_memory_ms(lease_left: float | None) -> str:
+    """The release script's ARGV for how long its record must last: "" when the lease
+    left (None: unknown) already outlasts RELEASE_MEMORY, else RELEASE_MEMORY in ms."""
+    if lease_left is not None and lease_left >= RELEASE_MEMORY:
+        return ""
+    return str(ms(RELEASE_MEMORY))
+
+
 # After a failed renewal, retry this often (as a fraction of the ttl) until the lease lapses.
 RETRY_FRACTION = 1 / 10
 MIN_RETRY = 0.01

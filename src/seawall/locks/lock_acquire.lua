@@ -2,6 +2,8 @@
 -- otherwise queue the caller's process to be woken.
 -- KEYS[1] lock key        KEYS[2] fence counter        KEYS[3] waiting processes (zset)
 -- KEYS[4] wake-up throttle (see lock_release.lua): cleared once the woken process acquires
+-- KEYS[5] queue marker: set with every queueing, as long-lived as the queue, so that a
+--         release that finds no marker knows without a look at the queue that nobody waits
 -- ARGV[1] owner token     ARGV[2] ttl in milliseconds
 -- ARGV[3] waiter id of the caller's process, or "" to try without queueing
 -- ARGV[4] how long the queue may sit unused before it expires (ms)
@@ -21,7 +23,9 @@
 -- the epoch, above every fence an earlier counter issued as long as that counter averaged
 -- under 10^6 fences a second and the server's clock did not step back across the loss
 -- (docs/fences.md). Values stay below 2^53, exact as Lua numbers, until the year 2255.
--- The counter expires after max(1 day, 10 ttls) without an acquisition.
+-- A counter expires max(1 day, 10 ttls) after it was made (INCR keeps that expiry, so an
+-- acquisition costs no PEXPIRE): names no longer used leave nothing behind, and a name in
+-- use restarts from the clock once a day, above every fence it issued before.
 redis.replicate_commands()
 local waiter = ARGV[3]
 local taken = redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])
@@ -48,11 +52,10 @@ if taken then
       -- The counter was gone (INCR made it): restart it from the clock.
       local now = redis.call('time')
       local floor = now[1] .. string.format('%06d', now[2])
-      redis.call('set', KEYS[2], floor)
+      redis.call('set', KEYS[2], floor, 'PX', math.max(86400000, 10 * tonumber(ARGV[2])))
       fence = tonumber(floor)
     end
   end
-  redis.call('pexpire', KEYS[2], math.max(86400000, 10 * tonumber(ARGV[2])))
   return {1, fence}
 end
 local place = ''
@@ -65,5 +68,6 @@ if waiter ~= '' then
   -- NX: a process already queued keeps its place.
   redis.call('zadd', KEYS[3], 'NX', place, waiter)
   redis.call('pexpire', KEYS[3], ARGV[4])
+  redis.call('set', KEYS[5], '1', 'PX', ARGV[4])
 end
 return {0, redis.call('pttl', KEYS[1]), place}

@@ -50,7 +50,12 @@ class LockKeys:
     fence: str  # counter, INCRed on every acquisition; expires when the name is idle
     waiters: str  # zset of waiting processes' ids, oldest first; gone when nobody waits
     throttle: str  # short-lived marker: a waiter was woken moments ago
-    released: str  # list: the last tokens released, so a replayed release says "released"
+    queued: str  # marker set with every queueing: absent, a release skips the queue
+    released: str  # prefix of release records: a replayed release finds its token's
+
+    def record(self, token: str) -> str:
+        """The release record of `token` (see lock_release.lua)."""
+        return f"{self.released}:{token}"
 
 
 def lock_keys(name: str) -> LockKeys:
@@ -64,6 +69,7 @@ def lock_keys_of(key: str) -> LockKeys:
         fence=f"{key}:fence",
         waiters=f"{key}:waiters",
         throttle=f"{key}:woken",
+        queued=f"{key}:queued",
         released=f"{key}:released",
     )
 

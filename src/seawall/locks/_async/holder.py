@@ -160,8 +160,10 @@ class AsyncLeaseHolder(AsyncHolder):
     _replication: ReplicaPolicy | None
     _waker: tuple[object, AsyncWaker] | None  # (scope, waker) of last use
 
-    async def _release_token(self, token: str) -> int:
-        """Give back `token`'s hold (waking whoever that lets in); 0 if it was not held."""
+    async def _release_token(self, token: str, lease_left: float | None = None) -> int:
+        """Give back `token`'s hold (waking whoever that lets in); 0 if it was not held.
+        `lease_left`: what the caller knows is left of the lease, in seconds (None: not
+        known), for primitives whose memory of releases lives as long as the lease."""
         raise NotImplementedError
 
     async def _extend_token(self, token: str, ttl_ms: int) -> bool:
@@ -284,7 +286,8 @@ class AsyncLeaseHolder(AsyncHolder):
         if self._renew_leases:
             get_renewer().discard(hold)
         try:
-            released = await self._release_token(hold.token)
+            lease_left = hold.deadline - _concurrency.monotonic()
+            released = await self._release_token(hold.token, lease_left)
         except BaseException:
             async_background(
                 functools.partial(self._release_token, hold.token),

@@ -169,7 +169,7 @@ class AsyncLock(AsyncLeaseHolder):
         `deadline`, TimeoutError if no reply came by then.
         """
         keys = self._keys
-        script_keys = (keys.key, keys.fence, keys.waiters, keys.throttle)
+        script_keys = (keys.key, keys.fence, keys.waiters, keys.throttle, keys.queued)
         args = (token, self._ttl_ms, waiter_id, QUEUE_TTL_MS, place, "1" if queued else "")
         reply = await self._try_acquire(
             _ACQUIRE, script_keys, args, token, me, self._WHAT.lower(), deadline
@@ -178,13 +178,13 @@ class AsyncLock(AsyncLeaseHolder):
             return None
         return int(reply[1]), _scripts.reply_text(reply[2])
 
-    async def _release_token(self, token: str) -> int:
+    async def _release_token(self, token: str, lease_left: float | None = None) -> int:
         keys = self._keys
         reply = await run_script(
             self._client,
             _RELEASE,
-            (keys.key, keys.waiters, keys.throttle, keys.released),
-            (token, WAKE_PREFIX, *_CONTENTION),
+            (keys.key, keys.waiters, keys.throttle, keys.record(token), keys.queued),
+            (token, WAKE_PREFIX, *_CONTENTION, _lease.release_memory_ms(lease_left)),
         )
         return int(reply)
 

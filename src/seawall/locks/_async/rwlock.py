@@ -244,7 +244,7 @@ class AsyncReadLock(AsyncRWSide):
     def _pause(self, blocker_pttl_ms: int, remaining: float | None) -> float:
         return _rwpolicy.reader_pause(blocker_pttl_ms, remaining)
 
-    async def _release_token(self, token: str) -> int:
+    async def _release_token(self, token: str, lease_left: float | None = None) -> int:
         keys = self._keys
         reply = await run_script(
             self._client,
@@ -279,7 +279,7 @@ class AsyncWriteLock(AsyncRWSide):
     def _pause(self, blocker_pttl_ms: int, remaining: float | None) -> float:
         return _rwpolicy.writer_pause(blocker_pttl_ms, remaining, self.ttl)
 
-    async def _release_token(self, token: str) -> int:
+    async def _release_token(self, token: str, lease_left: float | None = None) -> int:
         keys = self._keys
         reply = await run_script(
             self._client,

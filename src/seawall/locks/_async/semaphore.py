@@ -158,7 +158,7 @@ class AsyncSemaphore(AsyncLeaseHolder):
             return None
         return int(reply[1]), _scripts.reply_text(reply[2])
 
-    async def _release_token(self, token: str) -> int:
+    async def _release_token(self, token: str, lease_left: float | None = None) -> int:
         keys = self._keys
         reply = await run_script(
             self._client, _RELEASE, (*keys.queue, keys.released), (token, self.value, WAKE_PREFIX)

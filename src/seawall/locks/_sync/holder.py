@@ -161,8 +161,10 @@ class LeaseHolder(Holder):
     _replication: ReplicaPolicy | None
     _waker: tuple[object, Waker] | None  # (scope, waker) of last use
 
-    def _release_token(self, token: str) -> int:
-        """Give back `token`'s hold (waking whoever that lets in); 0 if it was not held."""
+    def _release_token(self, token: str, lease_left: float | None = None) -> int:
+        """Give back `token`'s hold (waking whoever that lets in); 0 if it was not held.
+        `lease_left`: what the caller knows is left of the lease, in seconds (None: not
+        known), for primitives whose memory of releases lives as long as the lease."""
         raise NotImplementedError
 
     def _extend_token(self, token: str, ttl_ms: int) -> bool:
@@ -283,7 +285,8 @@ class LeaseHolder(Holder):
         if self._renew_leases:
             get_renewer().discard(hold)
         try:
-            released = self._release_token(hold.token)
+            lease_left = hold.deadline - _concurrency.monotonic()
+            released = self._release_token(hold.token, lease_left)
         except BaseException:
             background(
                 functools.partial(self._release_token, hold.token),

@@ -245,7 +245,7 @@ class ReadLock(RWSide):
     def _pause(self, blocker_pttl_ms: int, remaining: float | None) -> float:
         return _rwpolicy.reader_pause(blocker_pttl_ms, remaining)
 
-    def _release_token(self, token: str) -> int:
+    def _release_token(self, token: str, lease_left: float | None = None) -> int:
         keys = self._keys
         reply = run_script(
             self._client,
@@ -280,7 +280,7 @@ class WriteLock(RWSide):
     def _pause(self, blocker_pttl_ms: int, remaining: float | None) -> float:
         return _rwpolicy.writer_pause(blocker_pttl_ms, remaining, self.ttl)
 
-    def _release_token(self, token: str) -> int:
+    def _release_token(self, token: str, lease_left: float | None = None) -> int:
         keys = self._keys
         reply = run_script(
             self._client,

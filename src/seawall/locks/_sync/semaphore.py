@@ -159,7 +159,7 @@ class Semaphore(LeaseHolder):
             return None
         return int(reply[1]), _scripts.reply_text(reply[2])
 
-    def _release_token(self, token: str) -> int:
+    def _release_token(self, token: str, lease_left: float | None = None) -> int:
         keys = self._keys
         reply = run_script(
             self._client, _RELEASE, (*keys.queue, keys.released), (token, self.value, WAKE_PREFIX)
