@@ -149,9 +149,11 @@ def test_semaphore_scripts_replay(standalone: Target) -> None:
     assert again[0] == 1  # not a ghost permit
     assert again[1] > first[1]  # a fresh fence, still above every earlier one
     assert r.zcard(keys.key) == 1
-    release = (*keys.queue, keys.released)
-    assert twice(r, "semaphore_release", release, (mine, 1, WAKE_PREFIX)) == [1, 1]
+    release = (*keys.queue, keys.record(mine))
+    assert twice(r, "semaphore_release", release, (mine, 1, WAKE_PREFIX, 20_000)) == [1, 1]
     assert r.zcard(keys.key) == 0
+    # The record keeps what was left of the lease (about 30 s here), at least 20 s.
+    assert 25_000 < r.pttl(keys.record(mine)) <= 30_000
 
 
 def test_rwlock_write_scripts_replay(standalone: Target) -> None:
@@ -173,10 +175,11 @@ def test_rwlock_write_scripts_replay(standalone: Target) -> None:
         keys.writers_waiting,
         keys.readers_waiting,
         keys.admitted,
-        keys.released,
+        keys.record(mine),
     )
-    args = (mine, WAKE_PREFIX, keys.read_turn, keys.writer, 1000)
+    args = (mine, WAKE_PREFIX, keys.read_turn, keys.writer, 1000, 20_000)
     assert twice(r, "rwlock_write_release", release, args) == [1, 1]
+    assert 15_000 < r.pttl(keys.record(mine)) <= 20_000
 
 
 def test_rwlock_read_scripts_replay_while_a_writer_waits(standalone: Target) -> None:
@@ -200,8 +203,8 @@ def test_rwlock_read_scripts_replay_while_a_writer_waits(standalone: Target) -> 
     assert refused[0] == 0
     again = run_script(r, script("rwlock_read_acquire"), acquire, (mine, 30_000, "", 5_000, ""))
     assert again == first
-    release = (keys.readers, keys.writers_waiting, keys.released)
-    args = (mine, WAKE_PREFIX, keys.writer)
+    release = (keys.readers, keys.writers_waiting, keys.record(mine))
+    args = (mine, WAKE_PREFIX, keys.writer, 20_000)
     assert twice(r, "rwlock_read_release", release, args) == [1, 1]
 
 

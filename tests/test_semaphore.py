@@ -144,14 +144,14 @@ def test_newcomer_never_takes_a_permit_a_queued_process_waits_for(standalone: Ta
     assert attempt("a")[0] == 1
     assert attempt("b")[0] == 1
     assert attempt("w-token", waiter="w")[0] == 0  # w queued: both permits held
-    assert run_script(r, release, (*keys.queue, keys.released), ("a", 2, WAKE_PREFIX)) == 1
+    assert run_script(r, release, (*keys.queue, keys.record("a")), ("a", 2, WAKE_PREFIX, 1)) == 1
     assert attempt("barger")[0] == 0  # one permit free, but w came first
     assert attempt("x-token", waiter="x")[0] == 0  # so did w for a queued newcomer
     assert attempt("w-token", waiter="w")[0] == 1
     assert r.zrange(keys.waiters, 0, -1) == [b"x"]
     # A queued process that stops trying is dropped after its lapse: x has not retried.
     time.sleep(LAPSE_MS / 1000 + 0.05)
-    assert run_script(r, release, (*keys.queue, keys.released), ("b", 2, WAKE_PREFIX)) == 1
+    assert run_script(r, release, (*keys.queue, keys.record("b")), ("b", 2, WAKE_PREFIX, 1)) == 1
     assert attempt("late")[0] == 1
     assert r.exists(keys.waiters) == 0
 
@@ -302,7 +302,10 @@ def test_renewal_keeps_a_short_permit_and_cycles_leave_nothing(target: Target, w
         run(body())
     assert target.lock_keys() == []
     keys = semaphore_keys(name)
-    assert target.keys() == sorted([keys.fence, keys.released])  # both expire (lock_keys)
+    # Left: the counter and one record per release, all expiring (see lock_keys).
+    left = target.keys()
+    assert keys.fence in left
+    assert all(key == keys.fence or key.startswith(f"{keys.released}:") for key in left), left
 
 
 # --- behaviour on one server --------------------------------------------------------------

@@ -9,6 +9,8 @@
 -- ARGV[4] how long the queue may sit unused before it expires (ms)
 -- ARGV[5] the caller's place in the queue from an earlier try (server ms), or ""
 -- ARGV[6] "1" if the caller's process may already be queued (then a success dequeues it)
+-- A try that neither queues nor may be queued passes KEYS[1..2] and ARGV[1..2] only (fewer
+-- arguments to send and to unpack: most acquisitions find the lock free).
 -- returns {1, fence}        acquired; fence is strictly greater than every earlier hold's
 --         {0, pttl, place}  held by another; pttl is its remaining time in ms (-1: no
 --                           expiry); place is the caller's queue position ("" unqueued)
@@ -27,7 +29,7 @@
 -- acquisition costs no PEXPIRE): names no longer used leave nothing behind, and a name in
 -- use restarts from the clock once a day, above every fence it issued before.
 redis.replicate_commands()
-local waiter = ARGV[3]
+local waiter = ARGV[3] or ''
 local taken = redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])
 local fence = nil
 if not taken then

@@ -4,8 +4,8 @@
 -- returns 1 released (now, or by an earlier run of this call), 0 not the owner here
 --         (expired, never granted, or taken by another)
 --
--- Idempotent for its token: as lock_release.lua, the last 16 released tokens are kept 5
--- minutes, so a replay whose first run released answers 1 again.
+-- Idempotent for its token: the last 16 released tokens are kept 5 minutes, so a replay
+-- whose first run released answers 1 again.
 if redis.call('get', KEYS[1]) == ARGV[1] then
   redis.call('del', KEYS[1])
   redis.call('lpush', KEYS[2], ARGV[1])

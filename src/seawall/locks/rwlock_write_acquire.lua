@@ -18,7 +18,7 @@
 -- counter moves only on write grants, and none can happen while the token holds it).
 --
 -- Fences survive the loss of their counter: see lock_acquire.lua and docs/fences.md. The
--- counter expires after max(1 day, 10 ttls) without a write hold.
+-- counter expires max(1 day, 10 ttls) after it was made, as a Lock's.
 redis.replicate_commands()
 local t = redis.call('time')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
@@ -59,11 +59,10 @@ if hint == -2 then
     if fence == 1 then
       -- The counter was gone (INCR made it): restart it from the clock.
       local floor = t[1] .. string.format('%06d', t[2])
-      redis.call('set', KEYS[6], floor)
+      redis.call('set', KEYS[6], floor, 'PX', math.max(86400000, 10 * tonumber(ARGV[2])))
       fence = tonumber(floor)
     end
   end
-  redis.call('pexpire', KEYS[6], math.max(86400000, 10 * tonumber(ARGV[2])))
   return {1, fence}
 end
 if waiter ~= '' then

@@ -7,25 +7,18 @@
 -- ARGV[1] writer token    ARGV[2] prefix of the waiters' wake-up channels
 -- ARGV[3] the readers' wake-up key      ARGV[4] the writers' wake-up key
 -- ARGV[5] how long admitted readers may hold writers back (ms)
--- KEYS[5] released tokens (list, newest first; shared with the read side)
+-- KEYS[5] this token's release record   ARGV[6] how long it lasts at least (ms)
 -- returns 1 released (now, or by an earlier run of this call), 0 not the holder (lease
 --         lost; nothing is touched)
 --
--- Idempotent for its token: as lock_release.lua, the last 16 released tokens are kept 5
--- minutes, so a replay whose first run released answers 1 again.
+-- Idempotent for its token: as lock_release.lua, a release leaves a record of its token
+-- (ARGV[6] long), so a replay whose first run released answers 1 again.
 redis.replicate_commands()
 if redis.call('get', KEYS[1]) ~= ARGV[1] then
-  for _, gone in ipairs(redis.call('lrange', KEYS[5], 0, -1)) do
-    if gone == ARGV[1] then
-      return 1
-    end
-  end
-  return 0
+  return redis.call('exists', KEYS[5])
 end
 redis.call('del', KEYS[1])
-redis.call('lpush', KEYS[5], ARGV[1])
-redis.call('ltrim', KEYS[5], 0, 15)
-redis.call('pexpire', KEYS[5], 300000)
+redis.call('set', KEYS[5], '1', 'PX', ARGV[6])
 local t = redis.call('time')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 redis.call('zremrangebyscore', KEYS[2], '-inf', now)

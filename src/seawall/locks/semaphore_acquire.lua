@@ -23,17 +23,16 @@
 -- earlier one" still holds.
 --
 -- Fences survive the loss of their counter: see lock_acquire.lua and docs/fences.md. The
--- counter expires after max(1 day, 10 ttls) without an acquisition.
+-- counter expires max(1 day, 10 ttls) after it was made, as a Lock's.
 redis.replicate_commands()
 local function next_fence()
   local fence = redis.call('incr', KEYS[2])
   if fence == 1 then
     local clock = redis.call('time')
     local floor = clock[1] .. string.format('%06d', clock[2])
-    redis.call('set', KEYS[2], floor)
+    redis.call('set', KEYS[2], floor, 'PX', math.max(86400000, 10 * tonumber(ARGV[3])))
     fence = tonumber(floor)
   end
-  redis.call('pexpire', KEYS[2], math.max(86400000, 10 * tonumber(ARGV[3])))
   return fence
 end
 local now = redis.call('time')

@@ -4,13 +4,15 @@
 -- KEYS[2] waiting processes (zset: id -> arrival)     KEYS[3] the same ids -> lapse time
 -- ARGV[1] holder token     ARGV[2] number of permits
 -- ARGV[3] prefix of the waiters' wake-up channels
--- KEYS[4] released tokens (list, newest first): the memory that makes a replay idempotent
+-- KEYS[4] this token's release record: the memory that makes a replay idempotent
+-- ARGV[4] how long a release record lasts at least (ms): longer than redis-py's retries
 -- returns 1 released (now, or by an earlier run of this call), 0 not the holder (its lease
 --         ended; another may hold the permit)
 --
--- Idempotent for its token: as lock_release.lua, the last 16 released tokens are kept 5
--- minutes, so a replay whose first run released answers 1 again; a lease that ended
--- before its release is never recorded, so its release still answers 0.
+-- Idempotent for its token: as lock_release.lua, a release leaves a record of its token
+-- (for what was left of the lease, at least ARGV[4]), so a replay whose first run
+-- released answers 1 again; a lease that ended before its release is never recorded, so
+-- its release still answers 0.
 redis.replicate_commands()
 local now = redis.call('time')
 now = now[1] * 1000 + math.floor(now[2] / 1000)
@@ -34,16 +36,10 @@ if redis.call('exists', KEYS[2]) == 1 then
   end
 end
 if held then
-  redis.call('lpush', KEYS[4], ARGV[1])
-  redis.call('ltrim', KEYS[4], 0, 15)
-  redis.call('pexpire', KEYS[4], 300000)
+  redis.call('set', KEYS[4], '1', 'PX', math.max(tonumber(lease) - now, tonumber(ARGV[4])))
   return 1
 end
 if not lease then
-  for _, gone in ipairs(redis.call('lrange', KEYS[4], 0, -1)) do
-    if gone == ARGV[1] then
-      return 1
-    end
-  end
+  return redis.call('exists', KEYS[4])
 end
 return 0

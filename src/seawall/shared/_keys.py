@@ -47,7 +47,7 @@ WAKE_PREFIX = f"{PREFIX}:wake:"
 @dataclass(frozen=True, slots=True)
 class LockKeys:
     key: str  # holds the owner's token while held
-    fence: str  # counter, INCRed on every acquisition; expires when the name is idle
+    fence: str  # counter, INCRed on every acquisition; expires a day after it was made
     waiters: str  # zset of waiting processes' ids, oldest first; gone when nobody waits
     throttle: str  # short-lived marker: a waiter was woken moments ago
     queued: str  # marker set with every queueing: absent, a release skips the queue
@@ -86,8 +86,12 @@ class RWLockKeys:
     readers_waiting: str  # zset: waiting reader process id -> expiry (server ms)
     readers: str  # zset: reader token -> lease expiry (server ms)
     admitted: str  # set: reader processes let in ahead of waiting writers
-    fence: str  # counter, INCRed on every write hold; expires when the name is idle
-    released: str  # list: the last tokens released (either side), for replayed releases
+    fence: str  # counter, INCRed on every write hold; expires a day after it was made
+    released: str  # prefix of release records (either side): a replay finds its token's
+
+    def record(self, token: str) -> str:
+        """The release record of `token` (see rwlock_*_release.lua)."""
+        return f"{self.released}:{token}"
 
 
 def rwlock_keys(name: str) -> RWLockKeys:
@@ -112,10 +116,14 @@ def kind_of(key: str) -> str:
 @dataclass(frozen=True, slots=True)
 class SemaphoreKeys:
     key: str  # zset: holders' tokens scored by when their leases end (server ms)
-    fence: str  # counter, INCRed on every acquisition; expires when the name is idle
+    fence: str  # counter, INCRed on every acquisition; expires a day after it was made
     waiters: str  # zset: waiting processes' ids scored by arrival (server ms), oldest first
     seen: str  # zset: the same ids scored by when they count as gone unless they try again
-    released: str  # list: the last tokens released, so a replayed release says "released"
+    released: str  # prefix of release records: a replayed release finds its token's
+
+    def record(self, token: str) -> str:
+        """The release record of `token` (see semaphore_release.lua)."""
+        return f"{self.released}:{token}"
 
     @property
     def queue(self) -> tuple[str, str, str]:

@@ -161,7 +161,10 @@ class AsyncSemaphore(AsyncLeaseHolder):
     async def _release_token(self, token: str, lease_left: float | None = None) -> int:
         keys = self._keys
         reply = await run_script(
-            self._client, _RELEASE, (*keys.queue, keys.released), (token, self.value, WAKE_PREFIX)
+            self._client,
+            _RELEASE,
+            (*keys.queue, keys.record(token)),
+            (token, self.value, WAKE_PREFIX, ms(_lease.RELEASE_MEMORY)),
         )
         return int(reply)
 

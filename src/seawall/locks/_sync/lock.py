@@ -168,8 +168,13 @@ class Lock(LeaseHolder):
         `deadline`, TimeoutError if no reply came by then.
         """
         keys = self._keys
-        script_keys = (keys.key, keys.fence, keys.waiters, keys.throttle, keys.queued)
-        args = (token, self._ttl_ms, waiter_id, QUEUE_TTL_MS, place, "1" if queued else "")
+        script_keys: tuple[str, ...]
+        args: tuple[Any, ...]
+        if waiter_id or queued:
+            script_keys = (keys.key, keys.fence, keys.waiters, keys.throttle, keys.queued)
+            args = (token, self._ttl_ms, waiter_id, QUEUE_TTL_MS, place, "1" if queued else "")
+        else:  # a try that cannot touch the queue (see lock_acquire.lua)
+            script_keys, args = (keys.key, keys.fence), (token, self._ttl_ms)
         reply = self._try_acquire(
             _ACQUIRE, script_keys, args, token, me, self._WHAT.lower(), deadline
         )

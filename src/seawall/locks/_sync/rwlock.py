@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from seawall.errors import LockError, LockNotOwnedError, LockTimeout
-from seawall.locks import _rwpolicy
+from seawall.locks import _lease, _rwpolicy
 from seawall.locks._sync.holder import LeaseHolder, Hold, HoldTable, left_until
 from seawall.locks._sync.waker import Waker
 from seawall.locks._lease import ms
@@ -250,8 +250,8 @@ class ReadLock(RWSide):
         reply = run_script(
             self._client,
             _READ_RELEASE,
-            (keys.readers, keys.writers_waiting, keys.released),
-            (token, WAKE_PREFIX, keys.writer),
+            (keys.readers, keys.writers_waiting, keys.record(token)),
+            (token, WAKE_PREFIX, keys.writer, ms(_lease.RELEASE_MEMORY)),
         )
         return int(reply)
 
@@ -285,8 +285,21 @@ class WriteLock(RWSide):
         reply = run_script(
             self._client,
             _WRITE_RELEASE,
-            (keys.writer, keys.writers_waiting, keys.readers_waiting, keys.admitted, keys.released),
-            (token, WAKE_PREFIX, keys.read_turn, keys.writer, ms(_rwpolicy.ADMIT_WINDOW)),
+            (
+                keys.writer,
+                keys.writers_waiting,
+                keys.readers_waiting,
+                keys.admitted,
+                keys.record(token),
+            ),
+            (
+                token,
+                WAKE_PREFIX,
+                keys.read_turn,
+                keys.writer,
+                ms(_rwpolicy.ADMIT_WINDOW),
+                ms(_lease.RELEASE_MEMORY),
+            ),
         )
         return int(reply)
 

@@ -162,7 +162,10 @@ class Semaphore(LeaseHolder):
     def _release_token(self, token: str, lease_left: float | None = None) -> int:
         keys = self._keys
         reply = run_script(
-            self._client, _RELEASE, (*keys.queue, keys.released), (token, self.value, WAKE_PREFIX)
+            self._client,
+            _RELEASE,
+            (*keys.queue, keys.record(token)),
+            (token, self.value, WAKE_PREFIX, ms(_lease.RELEASE_MEMORY)),
         )
         return int(reply)
 
