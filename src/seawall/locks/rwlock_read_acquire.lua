@@ -8,6 +8,7 @@
 -- ARGV[3] waiter id of the caller's process, or "" to try without queueing
 -- ARGV[4] how long a queue entry lasts unless refreshed by a later try (ms)
 -- ARGV[5] "1" if the caller's process may already be queued (then a success dequeues it)
+-- A try that neither queues nor may be queued passes ARGV[1..2] only.
 -- returns {1, fence}   acquired; fence is that of the newest write hold (0: none yet)
 --         {0, pttl}    refused; pttl is how long (ms) the blocker lasts unless renewed
 --                      (-1: no expiry)
@@ -24,7 +25,7 @@ local now = t[1] * 1000 + math.floor(t[2] / 1000)
 redis.call('zremrangebyscore', KEYS[2], '-inf', now)
 redis.call('zremrangebyscore', KEYS[3], '-inf', now)
 redis.call('zremrangebyscore', KEYS[4], '-inf', now)
-local waiter = ARGV[3]
+local waiter = ARGV[3] or ''
 if redis.call('zscore', KEYS[2], ARGV[1]) then
   if ARGV[5] == '1' then
     redis.call('zrem', KEYS[4], waiter)

@@ -8,6 +8,7 @@
 -- ARGV[5] how long a queued process counts as waiting after a try (ms)
 -- ARGV[6] how long the queue may sit unused before it expires (ms)
 -- ARGV[7] the caller's place in the queue from an earlier try (server ms), or ""
+-- A try without a waiter id passes ARGV[1..3] only.
 -- returns {1, fence}        acquired; fence is strictly greater than every earlier one's
 --         {0, wait, place}  not acquired; wait: ms until a lease or a waiter lapses by
 --                           itself (-1: none will); place: the caller's queue position
@@ -38,7 +39,7 @@ end
 local now = redis.call('time')
 now = now[1] * 1000 + math.floor(now[2] / 1000)
 redis.call('zremrangebyscore', KEYS[1], '-inf', now)
-local waiter = ARGV[4]
+local waiter = ARGV[4] or ''
 if redis.call('zscore', KEYS[1], ARGV[1]) then
   if waiter ~= '' then
     redis.call('zrem', KEYS[3], waiter)
@@ -58,7 +59,7 @@ if queued > 0 then
     queued = redis.call('zcard', KEYS[3])
   end
 end
-local place = ARGV[7]
+local place = ARGV[7] or ''
 local free = tonumber(ARGV[2]) - redis.call('zcard', KEYS[1])
 if free > 0 then
   local ahead = false

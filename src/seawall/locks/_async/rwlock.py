@@ -189,7 +189,9 @@ class AsyncRWSide(AsyncLeaseHolder):
             keys.admitted,
             keys.fence,
         )
-        args = (token, ms(self.ttl), waiter_id, self._intent_ms(), "1" if queued else "")
+        args: tuple[Any, ...] = (token, ms(self.ttl))
+        if waiter_id or queued:  # a try with neither passes no more (see rwlock_*_acquire.lua)
+            args += (waiter_id, self._intent_ms(), "1" if queued else "")
         reply = await self._try_acquire(
             self._acquire_script,
             script_keys,

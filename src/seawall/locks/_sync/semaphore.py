@@ -151,7 +151,9 @@ class Semaphore(LeaseHolder):
         With a `deadline`, TimeoutError if no reply came by then."""
         keys = self._keys
         script_keys = (keys.key, keys.fence, keys.waiters, keys.seen)
-        args = (token, self.value, self._ttl_ms, waiter_id, WAITER_LAPSE_MS, QUEUE_TTL_MS, place)
+        args: tuple[Any, ...] = (token, self.value, self._ttl_ms)
+        if waiter_id:  # a try without one passes no more (see semaphore_acquire.lua)
+            args += (waiter_id, WAITER_LAPSE_MS, QUEUE_TTL_MS, place)
         reply = self._try_acquire(
             _ACQUIRE, script_keys, args, token, me, "a permit of semaphore", deadline
         )
