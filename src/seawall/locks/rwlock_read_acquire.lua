@@ -44,7 +44,8 @@ if hint == -2 then
 end
 if hint == -2 then
   local ttl = tonumber(ARGV[2])
-  redis.call('zadd', KEYS[2], now + ttl, ARGV[1])
+  -- 1 ms past now + ttl: see semaphore_acquire.lua.
+  redis.call('zadd', KEYS[2], now + ttl + 1, ARGV[1])
   -- The zset outlives its longest lease, never a lease its own member does not renew.
   if redis.call('pttl', KEYS[2]) < ttl then
     redis.call('pexpire', KEYS[2], ttl)

@@ -15,7 +15,8 @@ if ARGV[3] == '1' then
   return 1
 end
 local ttl = tonumber(ARGV[2])
-redis.call('zadd', KEYS[1], 'XX', now + ttl, ARGV[1])
+-- 1 ms past now + ttl: see semaphore_acquire.lua.
+redis.call('zadd', KEYS[1], 'XX', now + ttl + 1, ARGV[1])
 if redis.call('pttl', KEYS[1]) < ttl then
   redis.call('pexpire', KEYS[1], ttl)
 end

@@ -36,6 +36,10 @@ local function next_fence()
   end
   return fence
 end
+-- A lease ends 1 ms after now + ttl: `now` is TIME cut to the ms, up to 1 ms before this
+-- call, and a lease counts as over once `now` reaches its end (ZREMRANGEBYSCORE up to now
+-- inclusive), so without the extra ms it could end up to 1 ms before ttl had passed since
+-- the call, while its holder, counting from its send, still held it.
 local now = redis.call('time')
 now = now[1] * 1000 + math.floor(now[2] / 1000)
 redis.call('zremrangebyscore', KEYS[1], '-inf', now)
@@ -74,7 +78,7 @@ if free > 0 then
     end
   end
   if ahead < free then
-    redis.call('zadd', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
+    redis.call('zadd', KEYS[1], now + tonumber(ARGV[3]) + 1, ARGV[1])
     -- The key lives as long as its longest lease, so dead holders leave nothing behind.
     local last = redis.call('zrange', KEYS[1], -1, -1, 'WITHSCORES')
     redis.call('pexpireat', KEYS[1], last[2])

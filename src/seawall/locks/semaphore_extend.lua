@@ -13,7 +13,8 @@ if not lease or tonumber(lease) <= now then
   end
   return 0
 end
-redis.call('zadd', KEYS[1], 'XX', now + tonumber(ARGV[2]), ARGV[1])
+-- 1 ms past now + ttl: see semaphore_acquire.lua.
+redis.call('zadd', KEYS[1], 'XX', now + tonumber(ARGV[2]) + 1, ARGV[1])
 local last = redis.call('zrange', KEYS[1], -1, -1, 'WITHSCORES')
 redis.call('pexpireat', KEYS[1], last[2])
 return 1
