@@ -110,14 +110,25 @@ COLUMNS = [
 HEADLINE = "ops"
 FIRST = "contender"
 
+# Issue 28's goals.
 GOALS = [
-    Goal("seawall.Lock >= 0.9 x redis-py Lock cycles/s", "seawall.Lock", "ratio", ">=", 0.9),
+    Goal("seawall.Lock >= 1.0 x redis-py Lock cycles/s", "seawall.Lock", "ratio", ">=", 1.0),
     Goal(
-        "seawall.aio.Lock >= 0.9 x redis.asyncio Lock cycles/s",
+        "seawall.aio.Lock >= 1.0 x redis.asyncio Lock cycles/s",
         "seawall.aio.Lock",
         "ratio",
         ">=",
-        0.9,
+        1.0,
+    ),
+    # A count (tests/test_lock_costs.py asserts it exactly); total_commands_processed also
+    # counts the odd background PING of 2,000 cycles, hence the hundredth.
+    Goal("seawall.Lock <= 6 server commands per cycle", "seawall.Lock", "server_cmds", "<=", 6.01),
+    Goal(
+        "seawall.aio.Lock <= 6 server commands per cycle",
+        "seawall.aio.Lock",
+        "server_cmds",
+        "<=",
+        6.01,
     ),
     Goal(
         "seawall.Lock <= 2 requests per cycle, fence included",
