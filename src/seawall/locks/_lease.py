@@ -10,14 +10,14 @@ RENEW_FRACTION = 1 / 3
 # was lost (pub/sub drops messages when its connection breaks).
 MAX_WAIT_SLICE = 2.0
 
-# Contended locks (see lua/lock_release.lua): a waiter queued this long gets the lock
+# Contended locks (see lock_release.lua): a waiter queued this long gets the lock
 # handed to it; the hand-off is reserved for that long; plain wake-ups come at most once per
 # WAKE_THROTTLE, and a woken waiter that lost the race looks again after that.
 STARVING = 0.020
 HANDOFF = 0.100
 WAKE_THROTTLE = 0.005
 
-# A release is remembered at least this long (see lua/lock_release.lua), so that a release
+# A release is remembered at least this long (see lock_release.lua), so that a release
 # redis-py retries after a lost reply (its retries back off for seconds) still answers
 # "released"; a record lives as long as the lease it ended when that is longer.
 RELEASE_MEMORY = 20.0

@@ -100,7 +100,8 @@ class QueryCacheCore(WriteRecorder):
         raise NotImplementedError
 
     def _plain_reads(self, reads: list[tuple[Any, str]]) -> Any:
-        """cache_reads.plain_reads of the face's flavour (a call for _run)."""
+        """The cache layer's plain_reads (cache/_async/reads.py) of the face's flavour (a
+        call for _run)."""
         raise NotImplementedError
 
     # -- attaching ---------------------------------------------------------------------

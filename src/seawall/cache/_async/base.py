@@ -282,7 +282,7 @@ class AsyncCacheBase:
         known = self._invalidator_here().known_generation(self.namespace)
         return known if known is not None else await self._generation_read()
 
-    if TYPE_CHECKING:  # AsyncCacheGenerations's (cache_generation.py)
+    if TYPE_CHECKING:  # AsyncCacheGenerations's (generation.py)
 
         async def _generation_seen(self, generation: int, token: int | None) -> int: ...
 
@@ -383,7 +383,7 @@ class AsyncCacheBase:
         connections". None for unbounded pools and cluster clients (a pool per node).
 
         Its first call in a process (or event loop), the cache's first use there, also has
-        this process carry out the namespace's second deletes (see cache_again)."""
+        this process carry out the namespace's second deletes (see again.py)."""
         here = async_scope()
         cached = self._slots_cached
         if cached is None or cached[0] is not here:

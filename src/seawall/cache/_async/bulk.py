@@ -3,7 +3,7 @@
 One MGET reads every key (split per node on Cluster); the missing keys go through the
 same lease election as get_or_load, in one pipelined round trip (one per node on
 Cluster), and the keys this process is elected to load reach the loader in one call, and
-are written back together (see cache_writes). Keys another process is loading are waited
+are written back together (see writes.py). Keys another process is loading are waited
 for as get_or_load waits, each one loaded alone only if that load is abandoned.
 """
 
@@ -265,7 +265,7 @@ class AsyncCacheBulk(AsyncCacheWrites):
         tags: Iterable[str] | None = None,
     ) -> int:
         """set() for many entries: one script call per STORE_GROUP entries, one pipelined
-        round trip per BATCH (one per node on Cluster; see cache_writes). Loads in flight
+        round trip per BATCH (one per node on Cluster; see writes.py). Loads in flight
         are voided and every process's L1 drops these keys, as with set(). Everything is
         encoded before anything is written."""
         entry_ttl = self._ttl(ttl)

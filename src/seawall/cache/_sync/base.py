@@ -283,7 +283,7 @@ class CacheBase:
         known = self._invalidator_here().known_generation(self.namespace)
         return known if known is not None else self._generation_read()
 
-    if TYPE_CHECKING:  # CacheGenerations's (cache_generation.py)
+    if TYPE_CHECKING:  # CacheGenerations's (generation.py)
 
         def _generation_seen(self, generation: int, token: int | None) -> int: ...
 
@@ -384,7 +384,7 @@ class CacheBase:
         connections". None for unbounded pools and cluster clients (a pool per node).
 
         Its first call in a process (or event loop), the cache's first use there, also has
-        this process carry out the namespace's second deletes (see cache_again)."""
+        this process carry out the namespace's second deletes (see again.py)."""
         here = scope()
         cached = self._slots_cached
         if cached is None or cached[0] is not here:

@@ -9,7 +9,7 @@ load in flight (a load cannot write back after a delete), so no entry written un
 survives a delete_tag that began after the entry was tagged.
 
 clear() moves the namespace to a new generation: one script, whatever the number of
-entries, on one server and on Cluster (see cache_generation.py). Tags are kept: a tag's
+entries, on one server and on Cluster (see generation.py). Tags are kept: a tag's
 set names key texts, which delete_tag deletes under the generation current then.
 """
 
