@@ -115,14 +115,14 @@ def test_acquire_arguments_refused_as_threading_refuses_them(
     blocking: bool, timeout: object, error: type[Exception]
 ) -> None:
     with pytest.raises(error, match="lock 'x'"):
-        check_acquire_wait(blocking, timeout, 5.0, "lock 'x'")
+        check_acquire_wait(blocking, timeout, 5.0, lambda: "lock 'x'")
 
 
 def test_acquire_arguments_accepted() -> None:
-    assert check_acquire_wait(True, None, 5.0, "lock 'x'") == 5.0  # the object's own
-    assert check_acquire_wait(True, -1, 5.0, "lock 'x'") is None  # no limit
-    assert check_acquire_wait(False, -1, 5.0, "lock 'x'") is None
-    assert check_acquire_wait(False, None, None, "lock 'x'") is None
+    assert check_acquire_wait(True, None, 5.0, lambda: "lock 'x'") == 5.0  # the object's own
+    assert check_acquire_wait(True, -1, 5.0, lambda: "lock 'x'") is None  # no limit
+    assert check_acquire_wait(False, -1, 5.0, lambda: "lock 'x'") is None
+    assert check_acquire_wait(False, None, None, lambda: "lock 'x'") is None
     longest = threading.TIMEOUT_MAX
-    assert check_acquire_wait(True, longest, None, "lock 'x'") == longest
-    assert check_acquire_wait(True, 0, None, "lock 'x'") == 0.0
+    assert check_acquire_wait(True, longest, None, lambda: "lock 'x'") == longest
+    assert check_acquire_wait(True, 0, None, lambda: "lock 'x'") == 0.0

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from seawall.cache import _tokens
+from seawall.shared import _tokens
 
 
 def test_tokens_are_random_hex_and_never_repeated_across_threads() -> None:

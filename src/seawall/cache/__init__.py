@@ -9,6 +9,6 @@ answers only within the stale window, while one refresh runs.
 Inside: `_async/` (hand-written) and `_sync/` (generated) hold the cache, its load path,
 bulk calls, writes, tags, generations, the delayed second delete, wake-ups and the
 invalidation broadcast; beside them the pure cores (`_codec`, `_json`, `_l1`,
-`_freshness`, `_call_keys`, `_hotkeys`, `_breaker`, `_stats`, `_tokens`,
+`_freshness`, `_call_keys`, `_hotkeys`, `_breaker`, `_stats`,
 `_invalidation_message`) and the Lua scripts (`cache_*.lua`).
 """

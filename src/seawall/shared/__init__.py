@@ -7,7 +7,8 @@
 - `_scripts` and `_async/scripts.py`: Lua scripts loaded from their family's folder and run
   by one EVALSHA helper; `_eviction` and `_async/eviction.py`: the check that a server
   will not evict coordination keys.
-- `_validate`: argument and client checks; `_keys`: key naming and hash tags.
+- `_validate`: argument and client checks; `_keys`: key naming and hash tags; `_tokens`:
+  random owner and lease tokens, a batch per system call.
 
 Imports point one way: families import shared, never the reverse.
 """

@@ -62,21 +62,27 @@ def last_look(deadline: float | None) -> float | None:
     return max(deadline, _concurrency.monotonic() + LAST_LOOK)
 
 
+# What both faces return for no deadline: no bound adds nothing to an enclosing one.
+_NO_BOUND = contextlib.nullcontext()
+
+
 def async_until(deadline: float | None) -> Any:
     """Bound every await in the block by `deadline` (monotonic; None: no bound)."""
     if deadline is None:
-        return contextlib.nullcontext()
+        return _NO_BOUND
     return asyncio.timeout(max(deadline - _concurrency.monotonic(), 0.0))
 
 
-@contextlib.contextmanager
-def until(deadline: float | None) -> Iterator[None]:
+def until(deadline: float | None) -> contextlib.AbstractContextManager[None]:
     """Bound every `execute` of this thread in the block by `deadline` (nested: the
     earlier deadline wins)."""
+    return _NO_BOUND if deadline is None else _bounded_by(deadline)
+
+
+@contextlib.contextmanager
+def _bounded_by(deadline: float) -> Iterator[None]:
     outer = _local.deadline
-    if deadline is None or (outer is not None and outer < deadline):
-        deadline = outer
-    _local.deadline = deadline
+    _local.deadline = deadline if outer is None or deadline < outer else outer
     try:
         yield
     finally:

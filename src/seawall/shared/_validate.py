@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Callable
 from typing import Any, TypeAlias
 
 import redis
@@ -117,16 +118,18 @@ def check_timeout(value: Any, what: str) -> float | None:
 
 
 def check_acquire_wait(
-    blocking: Any, timeout: Any, default: float | None, what: str
+    blocking: Any, timeout: Any, default: float | None, label: Callable[[], str]
 ) -> float | None:
     """How long `acquire(blocking, timeout)` may wait (None: as long as it takes).
 
     Read as threading reads it: None is the object's own timeout, -1 is no limit, a
     timeout given to a non-blocking call or below 0 (other than -1) is a ValueError, and a
-    finite one past threading.TIMEOUT_MAX an OverflowError.
+    finite one past threading.TIMEOUT_MAX an OverflowError. `label()` names the primitive
+    in those errors (called only for a timeout given: most acquires give none).
     """
     if timeout is None:
         return default
+    what = label()
     number = not isinstance(timeout, bool) and isinstance(timeout, int | float)
     if number and timeout == -1:
         return None

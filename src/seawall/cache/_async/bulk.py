@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import redis.asyncio.cluster
 
-from seawall.cache import _tokens
 from seawall.cache._async.base import _FETCH, REDIS_DOWN, ms, stored_payload
 from seawall.cache._async.base import CORRUPT as CORRUPT_VALUE
 from seawall.cache._async.generation import Call
@@ -24,7 +23,7 @@ from seawall.cache._async.writes import BATCH, AsyncCacheWrites
 from seawall.cache._codec import ABSENT_PAYLOAD, CacheKeys, cache_keys
 from seawall.cache._l1 import MISSING
 from seawall.errors import BloomFilterError
-from seawall.shared import _concurrency
+from seawall.shared import _concurrency, _tokens
 from seawall.shared._concurrency import async_background, async_call_loader
 
 K = TypeVar("K", bound=Hashable)

@@ -19,7 +19,6 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from seawall.cache import _tokens
 from seawall.cache._async.base import _FETCH, _STORE, _VOID, CORRUPT, REDIS_DOWN, ms
 from seawall.cache._async.generation import AsyncCacheGenerations, Call
 from seawall.cache._async.waker import AsyncCacheWaker, Watch, get_cache_waker
@@ -27,7 +26,7 @@ from seawall.cache._codec import ABSENT_PAYLOAD, CACHE_WAKE_PREFIX, CacheKeys, c
 from seawall.cache._freshness import xfetch_due
 from seawall.cache._l1 import MISSING
 from seawall.errors import CacheWaitTimeout
-from seawall.shared import _concurrency
+from seawall.shared import _concurrency, _tokens
 from seawall.shared._bounded import LAST_LOOK, async_time_limit, async_until
 from seawall.shared._concurrency import (
     AsyncEvent,

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import redis.cluster
 
-from seawall.cache import _tokens
 from seawall.cache._sync.base import _FETCH, REDIS_DOWN, ms, stored_payload
 from seawall.cache._sync.base import CORRUPT as CORRUPT_VALUE
 from seawall.cache._sync.generation import Call
@@ -25,7 +24,7 @@ from seawall.cache._sync.writes import BATCH, CacheWrites
 from seawall.cache._codec import ABSENT_PAYLOAD, CacheKeys, cache_keys
 from seawall.cache._l1 import MISSING
 from seawall.errors import BloomFilterError
-from seawall.shared import _concurrency
+from seawall.shared import _concurrency, _tokens
 from seawall.shared._concurrency import background, call_loader
 
 K = TypeVar("K", bound=Hashable)

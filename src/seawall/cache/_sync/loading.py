@@ -20,7 +20,6 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from seawall.cache import _tokens
 from seawall.cache._sync.base import _FETCH, _STORE, _VOID, CORRUPT, REDIS_DOWN, ms
 from seawall.cache._sync.generation import CacheGenerations, Call
 from seawall.cache._sync.waker import CacheWaker, Watch, get_cache_waker
@@ -28,7 +27,7 @@ from seawall.cache._codec import ABSENT_PAYLOAD, CACHE_WAKE_PREFIX, CacheKeys, c
 from seawall.cache._freshness import xfetch_due
 from seawall.cache._l1 import MISSING
 from seawall.errors import CacheWaitTimeout
-from seawall.shared import _concurrency
+from seawall.shared import _concurrency, _tokens
 from seawall.shared._bounded import LAST_LOOK, time_limit, until
 from seawall.shared._concurrency import (
     Event,

@@ -93,7 +93,7 @@ class AsyncEtcdLock(AsyncHolder):
         `timeout` defaults to the constructor's (None: as long as it takes). A waiter is
         woken by the deletion of the key ahead of it, never by polling.
         """
-        wait_for = check_acquire_wait(blocking, timeout, self.timeout, self._label())
+        wait_for = check_acquire_wait(blocking, timeout, self.timeout, self._label)
         me = async_owner()
         if self._table.current(me) is not None:
             raise LockError(

@@ -94,7 +94,7 @@ class EtcdLock(Holder):
         `timeout` defaults to the constructor's (None: as long as it takes). A waiter is
         woken by the deletion of the key ahead of it, never by polling.
         """
-        wait_for = check_acquire_wait(blocking, timeout, self.timeout, self._label())
+        wait_for = check_acquire_wait(blocking, timeout, self.timeout, self._label)
         me = owner()
         if self._table.current(me) is not None:
             raise LockError(

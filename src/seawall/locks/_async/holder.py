@@ -27,7 +27,7 @@ from redis.exceptions import RedisError
 from seawall.errors import LockError, LockNotOwnedError, LockTimeout
 from seawall.locks import _lease
 from seawall.locks._async import lock_metrics
-from seawall.locks._async.renewer import get_renewer
+from seawall.locks._async.renewer import AsyncRenewer, get_renewer
 from seawall.locks._async.replication import run_script_replicated
 from seawall.locks._async.waker import AsyncWaker, get_waker
 from seawall.locks._holds import Hold as Hold
@@ -63,6 +63,7 @@ class AsyncHolder:
     name: str
     _table: HoldTable
     _on_lost: Callable[[Any], Any] | None
+    _renewer: tuple[object, AsyncRenewer] | None = None  # (scope, renewer) of last use
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -92,6 +93,14 @@ class AsyncHolder:
     def _label(self) -> str:
         """What it is, for logs, errors and background task names: "lock 'x'"."""
         raise NotImplementedError
+
+    def _get_renewer(self) -> AsyncRenewer:
+        """The renewer of this process (event loop), remembered: a cycle asks twice."""
+        here = async_scope()
+        cached = self._renewer
+        if cached is None or cached[0] is not here:
+            cached = self._renewer = (here, get_renewer())
+        return cached[1]
 
     def _current(self, *, adopt: bool = True) -> Hold | None:
         """The caller's (this asyncio task's) newest hold through this object, or None.
@@ -236,7 +245,7 @@ class AsyncLeaseHolder(AsyncHolder):
         hold = Hold(token, int(reply[1]), me, self.ttl, _lease.lease_deadline(sent, self.ttl))
         self._table.add(hold)
         if self._renew_leases:
-            get_renewer().add(self, hold, _lease.renew_at(sent, self.ttl))
+            self._get_renewer().add(self, hold, _lease.renew_at(sent, self.ttl))
         return None
 
     async def release(self) -> None:
@@ -284,7 +293,7 @@ class AsyncLeaseHolder(AsyncHolder):
         """Release `hold`, which the caller has just marked released with no await before
         (so renewal stops even if this release is cancelled)."""
         if self._renew_leases:
-            get_renewer().discard(hold)
+            self._get_renewer().discard(hold)
         try:
             lease_left = hold.deadline - _concurrency.monotonic()
             released = await self._release_token(hold.token, lease_left)
@@ -306,7 +315,7 @@ class AsyncLeaseHolder(AsyncHolder):
         hold.ttl = new_ttl
         hold.deadline = _lease.lease_deadline(sent, new_ttl)
         if self._renew_leases:
-            get_renewer().reschedule(hold, _lease.renew_at(sent, new_ttl))
+            self._get_renewer().reschedule(hold, _lease.renew_at(sent, new_ttl))
 
     async def _renew(self, hold: object) -> float | None:
         """Called by the renewer: extend the lease; return when to renew next, or None."""

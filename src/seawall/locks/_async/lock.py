@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Callable
 from typing import Any
 
@@ -12,7 +11,7 @@ from seawall.locks._async.holder import AsyncLeaseHolder, Hold, HoldTable, left_
 from seawall.locks._async.waker import AsyncWaker
 from seawall.locks._lease import ms
 from seawall.locks._replication import DEFAULT_REPLICA_TIMEOUT, replica_policy
-from seawall.shared import _concurrency, _scripts
+from seawall.shared import _concurrency, _scripts, _tokens
 from seawall.shared._async.scripts import run_script
 from seawall.shared._concurrency import async_owner
 from seawall.shared._keys import WAKE_PREFIX, lock_keys_of, tagged
@@ -95,7 +94,7 @@ class AsyncLock(AsyncLeaseHolder):
         `timeout` defaults to the one given to the constructor (None: wait as long as it
         takes). Waiting costs no polling: a release wakes the waiter.
         """
-        wait_for = check_acquire_wait(blocking, timeout, self.timeout, self._label())
+        wait_for = check_acquire_wait(blocking, timeout, self.timeout, self._label)
         me = async_owner()
         if self._table.current(me) is not None:
             raise LockError(
@@ -103,11 +102,23 @@ class AsyncLock(AsyncLeaseHolder):
                 "reentrant: release it first, or use seawall.RLock",
                 lock_name=self.name,
             )
-        token = secrets.token_hex(16)
+        token = _tokens.token_hex()
         if not blocking:
             return await self._attempt(token, me) is None
         deadline = None if wait_for is None else _concurrency.monotonic() + wait_for
-        async with self._get_waker().turn(self._keys.key) as turn:
+        waker = self._get_waker()
+        missed: tuple[int, str] | None = None  # a first try's answer, made outside the queue
+        outcome: tuple[int, str] | None
+        if waker.quiet(self._keys.key):
+            # Nobody here waits for this lock: the first try needs no place in the local
+            # queue (most acquisitions find the lock free and end here).
+            try:
+                missed = await self._attempt(token, me, deadline=deadline)
+            except TimeoutError:  # no reply by the deadline (a frozen server)
+                return False
+            if missed is None:
+                return True
+        async with waker.turn(self._keys.key) as turn:
             promoted = not turn.first
             if not await turn.wait_turn(left_until(deadline)):
                 return False
@@ -115,23 +126,32 @@ class AsyncLock(AsyncLeaseHolder):
             # A head promoted from the local queue may have inherited a wake-up that its
             # predecessor used; like a woken waiter it looks again after the throttle.
             woken = promoted
+            if promoted:
+                missed = None  # others tried since: look again
             while True:
                 waiter_id = turn.waiter_id
-                if turn.rearm():
-                    # Woken after the last wait ran out (or while it was ending): this try
-                    # answers that wake-up, and if it fails the release that woke us will
-                    # not wake us again within the throttle: look again after it. (Missed,
-                    # a waiter slept its whole slice once the other processes stopped.)
-                    woken = True
-                # Noted before the try: if it is cancelled in flight, the queue entry it may
-                # have made is still withdrawn when the last local waiter leaves.
-                queued = waiter_id is not None and turn.queueing()
-                try:
-                    outcome = await self._attempt(
-                        token, me, waiter_id or "", place, queued, deadline
-                    )
-                except TimeoutError:  # no reply by the deadline (a frozen server)
-                    return False
+                if missed is not None and waiter_id is None:
+                    # The try outside the queue was this turn's first try (unqueued, as
+                    # it would be here): go on from its answer.
+                    outcome, missed = missed, None
+                else:
+                    missed = None
+                    if turn.rearm():
+                        # Woken after the last wait ran out (or while it was ending): this
+                        # try answers that wake-up, and if it fails the release that woke
+                        # us will not wake us again within the throttle: look again after
+                        # it. (Missed, a waiter slept its whole slice once the other
+                        # processes stopped.)
+                        woken = True
+                    # Noted before the try: if it is cancelled in flight, the queue entry
+                    # it may have made is still withdrawn when the last local waiter leaves.
+                    queued = waiter_id is not None and turn.queueing()
+                    try:
+                        outcome = await self._attempt(
+                            token, me, waiter_id or "", place, queued, deadline
+                        )
+                    except TimeoutError:  # no reply by the deadline (a frozen server)
+                        return False
                 if outcome is None:
                     if waiter_id is not None:
                         turn.dequeued()

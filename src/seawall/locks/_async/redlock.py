@@ -7,7 +7,6 @@ the arithmetic (quorum, drift, validity, fences) lives in `seawall.locks._redloc
 from __future__ import annotations
 
 import functools
-import secrets
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -18,9 +17,8 @@ from redis.exceptions import NoScriptError, ResponseError
 from seawall.errors import LockError, LockNotOwnedError, LockTimeout
 from seawall.locks import _lease, _redlock
 from seawall.locks._async.holder import AsyncHolder, Hold, HoldTable
-from seawall.locks._async.renewer import get_renewer
 from seawall.locks._lease import ms
-from seawall.shared import _concurrency, _scripts
+from seawall.shared import _concurrency, _scripts, _tokens
 from seawall.shared._concurrency import async_background, async_each_node, async_owner
 from seawall.shared._keys import tagged
 from seawall.shared._validate import (
@@ -109,7 +107,7 @@ class AsyncRedlock(AsyncHolder):
     async def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
         """Take the lock on a majority of masters; False when `timeout` passed (or not
         blocking). Failed attempts are retried after a random delay up to `retry_delay`."""
-        wait_for = check_acquire_wait(blocking, timeout, self.timeout, self._label())
+        wait_for = check_acquire_wait(blocking, timeout, self.timeout, self._label)
         me = async_owner()
         if self._table.current(me) is not None:
             raise LockError(
@@ -164,7 +162,7 @@ class AsyncRedlock(AsyncHolder):
         return await self._on_all(_RELEASE, (self.key, self._released_key), (token,))
 
     async def _attempt(self, me: object) -> bool:
-        token = secrets.token_hex(16)
+        token = _tokens.token_hex()
         started = _concurrency.monotonic()
         try:
             replies = await self._on_all(
@@ -198,7 +196,7 @@ class AsyncRedlock(AsyncHolder):
         hold = Hold(token, plan.fence, me, self.ttl, _redlock.deadline(self.ttl, started))
         self._table.add(hold)
         if self._renew_leases:
-            get_renewer().add(self, hold, _lease.renew_at(started, self.ttl))
+            self._get_renewer().add(self, hold, _lease.renew_at(started, self.ttl))
         return True
 
     async def _raise_fence(self, token: str, plan: _redlock.FencePlan) -> int:
@@ -219,7 +217,7 @@ class AsyncRedlock(AsyncHolder):
         if hold is None:
             raise self._not_held("release")
         if self._renew_leases:
-            get_renewer().discard(hold)
+            self._get_renewer().discard(hold)
         in_time = not hold.lost and _concurrency.monotonic() < hold.deadline
         try:
             replies = await self._release_all(hold.token)
@@ -247,7 +245,7 @@ class AsyncRedlock(AsyncHolder):
             self._mark_lost(hold, notify=False)
             raise self._not_owned(hold, "extend")
         if self._renew_leases:
-            get_renewer().reschedule(hold, _lease.renew_at(sent, new_ttl))
+            self._get_renewer().reschedule(hold, _lease.renew_at(sent, new_ttl))
 
     async def _extend_round(self, hold: Hold, ttl: float) -> bool | None:
         """Extend on every master: True done, False refused by a majority, None unsure."""

@@ -56,7 +56,7 @@ class AsyncRLock(AsyncLock):
         hold = self._current(adopt=False)
         if hold is None:
             return await super().acquire(blocking, timeout)
-        wait_for = check_acquire_wait(blocking, timeout, self.timeout, self._label())
+        wait_for = check_acquire_wait(blocking, timeout, self.timeout, self._label)
         deadline = None if wait_for is None else _concurrency.monotonic() + wait_for
         try:
             # Never waits for the lock, but the round trip is bounded by the timeout too.

@@ -10,7 +10,6 @@ side starves. Waiters are woken through the same per-process waker as seawall.Lo
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Callable
 from typing import Any
 
@@ -20,7 +19,7 @@ from seawall.locks._async.holder import AsyncLeaseHolder, Hold, HoldTable, left_
 from seawall.locks._async.waker import AsyncWaker
 from seawall.locks._lease import ms
 from seawall.locks._replication import DEFAULT_REPLICA_TIMEOUT, replica_policy
-from seawall.shared import _concurrency, _scripts
+from seawall.shared import _concurrency, _scripts, _tokens
 from seawall.shared._async.scripts import run_script
 from seawall.shared._concurrency import async_owner
 from seawall.shared._keys import WAKE_PREFIX, RWLockKeys, rwlock_keys
@@ -126,7 +125,7 @@ class AsyncRWSide(AsyncLeaseHolder):
         `timeout` defaults to the RWLock's (None: wait as long as it takes). A release
         that may let this side in wakes the waiter; every sleep is bounded besides.
         """
-        wait_for = check_acquire_wait(blocking, timeout, self.timeout, self._label())
+        wait_for = check_acquire_wait(blocking, timeout, self.timeout, self._label)
         me = async_owner()
         if self._table.current(me) is not None:
             raise LockError(
@@ -134,7 +133,7 @@ class AsyncRWSide(AsyncLeaseHolder):
                 f"object; call rw.{self._kind}() again for another hold, or release it first",
                 lock_name=self.name,
             )
-        token = secrets.token_hex(16)
+        token = _tokens.token_hex()
         if not blocking:
             return await self._attempt(token, me) is None
         deadline = None if wait_for is None else _concurrency.monotonic() + wait_for

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Callable
 from typing import Any
 
@@ -13,7 +12,7 @@ from seawall.locks._async.lock import QUEUE_TTL_MS
 from seawall.locks._async.waker import AsyncWaker
 from seawall.locks._lease import ms
 from seawall.locks._replication import DEFAULT_REPLICA_TIMEOUT, replica_policy
-from seawall.shared import _concurrency, _scripts
+from seawall.shared import _concurrency, _scripts, _tokens
 from seawall.shared._async.scripts import run_script
 from seawall.shared._concurrency import async_owner
 from seawall.shared._keys import WAKE_PREFIX, semaphore_keys
@@ -97,9 +96,9 @@ class AsyncSemaphore(AsyncLeaseHolder):
         `timeout` defaults to the one given to the constructor (None: wait as long as it
         takes). Waiting costs no polling: a release wakes the oldest waiters.
         """
-        wait_for = check_acquire_wait(blocking, timeout, self.timeout, self._label())
+        wait_for = check_acquire_wait(blocking, timeout, self.timeout, self._label)
         me = async_owner()
-        token = secrets.token_hex(16)
+        token = _tokens.token_hex()
         if not blocking:
             return await self._attempt(token, me) is None
         return await self._wait(token, me, wait_for)

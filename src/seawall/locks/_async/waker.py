@@ -181,6 +181,12 @@ class AsyncWaker:
     def ready(self) -> bool:
         return self._ready.is_set()
 
+    def quiet(self, key: str) -> bool:
+        """Whether an acquire of `key` may take its first try outside the local queue:
+        nobody here waits for it, and this process listens for no wake-ups, so the try
+        could not queue it in Redis anyway (the try a turn would begin with)."""
+        return key not in self._queues and not self._ready.is_set()
+
     def _join(self, key: str, waiter: _Waiter) -> None:
         with self._mutex:
             queue = self._queues.get(key)

@@ -28,7 +28,7 @@ from redis.exceptions import RedisError
 from seawall.errors import LockError, LockNotOwnedError, LockTimeout
 from seawall.locks import _lease
 from seawall.locks._sync import lock_metrics
-from seawall.locks._sync.renewer import get_renewer
+from seawall.locks._sync.renewer import Renewer, get_renewer
 from seawall.locks._sync.replication import run_script_replicated
 from seawall.locks._sync.waker import Waker, get_waker
 from seawall.locks._holds import Hold as Hold
@@ -64,6 +64,7 @@ class Holder:
     name: str
     _table: HoldTable
     _on_lost: Callable[[Any], Any] | None
+    _renewer: tuple[object, Renewer] | None = None  # (scope, renewer) of last use
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -93,6 +94,14 @@ class Holder:
     def _label(self) -> str:
         """What it is, for logs, errors and background task names: "lock 'x'"."""
         raise NotImplementedError
+
+    def _get_renewer(self) -> Renewer:
+        """The renewer of this process (event loop), remembered: a cycle asks twice."""
+        here = scope()
+        cached = self._renewer
+        if cached is None or cached[0] is not here:
+            cached = self._renewer = (here, get_renewer())
+        return cached[1]
 
     def _current(self, *, adopt: bool = True) -> Hold | None:
         """The caller's (this thread's) newest hold through this object, or None.
@@ -235,7 +244,7 @@ class LeaseHolder(Holder):
         hold = Hold(token, int(reply[1]), me, self.ttl, _lease.lease_deadline(sent, self.ttl))
         self._table.add(hold)
         if self._renew_leases:
-            get_renewer().add(self, hold, _lease.renew_at(sent, self.ttl))
+            self._get_renewer().add(self, hold, _lease.renew_at(sent, self.ttl))
         return None
 
     def release(self) -> None:
@@ -283,7 +292,7 @@ class LeaseHolder(Holder):
         """Release `hold`, which the caller has just marked released with no before
         (so renewal stops even if this release is cancelled)."""
         if self._renew_leases:
-            get_renewer().discard(hold)
+            self._get_renewer().discard(hold)
         try:
             lease_left = hold.deadline - _concurrency.monotonic()
             released = self._release_token(hold.token, lease_left)
@@ -305,7 +314,7 @@ class LeaseHolder(Holder):
         hold.ttl = new_ttl
         hold.deadline = _lease.lease_deadline(sent, new_ttl)
         if self._renew_leases:
-            get_renewer().reschedule(hold, _lease.renew_at(sent, new_ttl))
+            self._get_renewer().reschedule(hold, _lease.renew_at(sent, new_ttl))
 
     def _renew(self, hold: object) -> float | None:
         """Called by the renewer: extend the lease; return when to renew next, or None."""

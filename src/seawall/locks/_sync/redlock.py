@@ -8,7 +8,6 @@ the arithmetic (quorum, drift, validity, fences) lives in `seawall.locks._redloc
 from __future__ import annotations
 
 import functools
-import secrets
 import warnings
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
@@ -19,9 +18,8 @@ from redis.exceptions import NoScriptError, ResponseError
 from seawall.errors import LockError, LockNotOwnedError, LockTimeout
 from seawall.locks import _lease, _redlock
 from seawall.locks._sync.holder import Holder, Hold, HoldTable
-from seawall.locks._sync.renewer import get_renewer
 from seawall.locks._lease import ms
-from seawall.shared import _concurrency, _scripts
+from seawall.shared import _concurrency, _scripts, _tokens
 from seawall.shared._concurrency import background, each_node, owner
 from seawall.shared._keys import tagged
 from seawall.shared._validate import (
@@ -110,7 +108,7 @@ class Redlock(Holder):
     def acquire(self, blocking: bool = True, timeout: float | None = None) -> bool:
         """Take the lock on a majority of masters; False when `timeout` passed (or not
         blocking). Failed attempts are retried after a random delay up to `retry_delay`."""
-        wait_for = check_acquire_wait(blocking, timeout, self.timeout, self._label())
+        wait_for = check_acquire_wait(blocking, timeout, self.timeout, self._label)
         me = owner()
         if self._table.current(me) is not None:
             raise LockError(
@@ -163,7 +161,7 @@ class Redlock(Holder):
         return self._on_all(_RELEASE, (self.key, self._released_key), (token,))
 
     def _attempt(self, me: object) -> bool:
-        token = secrets.token_hex(16)
+        token = _tokens.token_hex()
         started = _concurrency.monotonic()
         try:
             replies = self._on_all(
@@ -197,7 +195,7 @@ class Redlock(Holder):
         hold = Hold(token, plan.fence, me, self.ttl, _redlock.deadline(self.ttl, started))
         self._table.add(hold)
         if self._renew_leases:
-            get_renewer().add(self, hold, _lease.renew_at(started, self.ttl))
+            self._get_renewer().add(self, hold, _lease.renew_at(started, self.ttl))
         return True
 
     def _raise_fence(self, token: str, plan: _redlock.FencePlan) -> int:
@@ -218,7 +216,7 @@ class Redlock(Holder):
         if hold is None:
             raise self._not_held("release")
         if self._renew_leases:
-            get_renewer().discard(hold)
+            self._get_renewer().discard(hold)
         in_time = not hold.lost and _concurrency.monotonic() < hold.deadline
         try:
             replies = self._release_all(hold.token)
@@ -246,7 +244,7 @@ class Redlock(Holder):
             self._mark_lost(hold, notify=False)
             raise self._not_owned(hold, "extend")
         if self._renew_leases:
-            get_renewer().reschedule(hold, _lease.renew_at(sent, new_ttl))
+            self._get_renewer().reschedule(hold, _lease.renew_at(sent, new_ttl))
 
     def _extend_round(self, hold: Hold, ttl: float) -> bool | None:
         """Extend on every master: True done, False refused by a majority, None unsure."""

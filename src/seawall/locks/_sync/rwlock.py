@@ -11,7 +11,6 @@ side starves. Waiters are woken through the same per-process waker as seawall.Lo
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Callable
 from typing import Any
 
@@ -21,7 +20,7 @@ from seawall.locks._sync.holder import LeaseHolder, Hold, HoldTable, left_until
 from seawall.locks._sync.waker import Waker
 from seawall.locks._lease import ms
 from seawall.locks._replication import DEFAULT_REPLICA_TIMEOUT, replica_policy
-from seawall.shared import _concurrency, _scripts
+from seawall.shared import _concurrency, _scripts, _tokens
 from seawall.shared._sync.scripts import run_script
 from seawall.shared._concurrency import owner
 from seawall.shared._keys import WAKE_PREFIX, RWLockKeys, rwlock_keys
@@ -127,7 +126,7 @@ class RWSide(LeaseHolder):
         `timeout` defaults to the RWLock's (None: wait as long as it takes). A release
         that may let this side in wakes the waiter; every sleep is bounded besides.
         """
-        wait_for = check_acquire_wait(blocking, timeout, self.timeout, self._label())
+        wait_for = check_acquire_wait(blocking, timeout, self.timeout, self._label)
         me = owner()
         if self._table.current(me) is not None:
             raise LockError(
@@ -135,7 +134,7 @@ class RWSide(LeaseHolder):
                 f"object; call rw.{self._kind}() again for another hold, or release it first",
                 lock_name=self.name,
             )
-        token = secrets.token_hex(16)
+        token = _tokens.token_hex()
         if not blocking:
             return self._attempt(token, me) is None
         deadline = None if wait_for is None else _concurrency.monotonic() + wait_for

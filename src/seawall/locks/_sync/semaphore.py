@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Callable
 from typing import Any
 
@@ -14,7 +13,7 @@ from seawall.locks._sync.lock import QUEUE_TTL_MS
 from seawall.locks._sync.waker import Waker
 from seawall.locks._lease import ms
 from seawall.locks._replication import DEFAULT_REPLICA_TIMEOUT, replica_policy
-from seawall.shared import _concurrency, _scripts
+from seawall.shared import _concurrency, _scripts, _tokens
 from seawall.shared._sync.scripts import run_script
 from seawall.shared._concurrency import owner
 from seawall.shared._keys import WAKE_PREFIX, semaphore_keys
@@ -98,9 +97,9 @@ class Semaphore(LeaseHolder):
         `timeout` defaults to the one given to the constructor (None: wait as long as it
         takes). Waiting costs no polling: a release wakes the oldest waiters.
         """
-        wait_for = check_acquire_wait(blocking, timeout, self.timeout, self._label())
+        wait_for = check_acquire_wait(blocking, timeout, self.timeout, self._label)
         me = owner()
-        token = secrets.token_hex(16)
+        token = _tokens.token_hex()
         if not blocking:
             return self._attempt(token, me) is None
         return self._wait(token, me, wait_for)

@@ -29,14 +29,13 @@ from __future__ import annotations
 
 import functools
 import json
-import secrets
 from collections.abc import Callable
 from typing import Any
 
 from seawall.errors import IdempotencyTimeout, IdempotentOutcomeError
 from seawall.locks import _lease
 from seawall.locks._sync.renewer import get_renewer
-from seawall.shared import _concurrency, _scripts
+from seawall.shared import _concurrency, _scripts, _tokens
 from seawall.shared._sync.scripts import run_script
 from seawall.shared._bounded import execute, time_limit, until, last_look
 from seawall.shared._concurrency import (
@@ -122,7 +121,7 @@ class Idempotent:
         message_id = check_name(message_id, "Idempotent message id")
         check_handler(handler, f"Idempotent {self.namespace!r}")
         key = self.key(message_id)
-        token = secrets.token_hex(16)
+        token = _tokens.token_hex()
         deadline = None if self.timeout is None else _concurrency.monotonic() + self.timeout
         lease_ms = max(int(self.lease * 1000), 1)
         while True:

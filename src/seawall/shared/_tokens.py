@@ -1,10 +1,11 @@
-"""Random lease tokens for the cache's loads, drawn from os.urandom a batch at a time.
+"""Random tokens (a cache load's lease, a lock hold's owner), drawn from os.urandom a batch
+at a time.
 
 Each token is 16 bytes of os.urandom, as `secrets.token_hex(16)` gives, but one system
 call serves BATCH of them. That call lets go of the GIL: a flight's leader that draws a
 token while its process's other threads are waking (the moment a stampede or a stale
 value brings them all) then waits for its turn behind every one of them before it can
-send its request.
+send its request. A lock cycle saves the system call too.
 """
 
 from __future__ import annotations
