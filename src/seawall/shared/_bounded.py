@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 import redis.cluster
 from redis.exceptions import AskError, ClusterDownError, MovedError, TryAgainError
 
-from seawall.shared import _concurrency, _fanout
+from seawall.shared import _concurrency, _direct, _fanout
 
 _REDIRECTED = (MovedError, AskError, TryAgainError, ClusterDownError)
 
@@ -96,19 +96,21 @@ def current_deadline() -> float | None:
 
 async def async_execute(client: Any, command: Sequence[Any], key: str) -> Any:
     """Run `command` (about `key`); bounded by the enclosing `async_until`."""
+    if _direct.async_fits(client, command):
+        return await _direct.async_call(client, command)
     return await client.execute_command(*command)
 
 
 def execute(client: Any, command: Sequence[Any], key: str) -> Any:
     """Run `command` (about `key`); bounded by the enclosing `until`, if any."""
     deadline = _local.deadline  # current_deadline(), inline: this runs on every call
-    if deadline is None:
+    if deadline is None or deadline - _concurrency.monotonic() > FAR:
+        # (A deadline this far off, threading.TIMEOUT_MAX, bounds nothing a socket wait
+        # could take, and is beyond what poll() accepts.)
+        if _direct.fits(client, command):
+            return _direct.call(client, command)
         return client.execute_command(*command)
     timeout = deadline - _concurrency.monotonic()
-    if timeout > FAR:
-        # A deadline this far off (threading.TIMEOUT_MAX) bounds nothing a socket wait
-        # could take, and is beyond what poll() accepts.
-        return client.execute_command(*command)
     if timeout <= 0:
         raise TimeoutError("no time left for a Redis call")
     if isinstance(client, redis.cluster.RedisCluster):

@@ -1,0 +1,149 @@
+"""seawall's scripts on a pooled connection of their client, without redis-py's per-command hooks.
+
+Every Lua script of seawall runs through `run_script`, and a lock cycle is two of them. On
+a plain `redis.Redis` (and `redis.asyncio.Redis`) client, `execute_command` spends about
+as much client CPU on its observability hooks, closures and event dispatch as on sending
+the command and parsing its reply: a fifth of a lock cycle's client time, for nothing a
+lock needs. `call` / `async_call` do what it does for an EVALSHA, and only that: take a
+connection from the client's own pool, send (packed by hiredis where it is installed and
+packs what the connection's encoder would), read the reply, with the client's own
+`Retry` (a connection error disconnects and, while retries remain, tries again on the
+same connection, as redis-py does), and give the connection back.
+
+Only where that is all `execute_command` would do: a client of redis-py's own class or a
+subclass that keeps its `execute_command`, not bound to a single connection, with no
+response callback set for the command, no client-side caching. Anything else (Cluster,
+a subclass that wraps commands, a single-connection client) goes through
+`execute_command`. redis-py's own
+OpenTelemetry metrics do not count these commands; seawall's metrics (seawall.metrics)
+count what they do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import redis
+import redis.asyncio
+
+_hiredis_pack: Callable[[tuple[Any, ...]], bytes] | None
+try:
+    from hiredis import pack_command as _hiredis_pack
+except ImportError:  # hiredis is an extra (seawall[hiredis])
+    _hiredis_pack = None
+
+# Commands that may take the direct path: seawall's script runs.
+_DIRECT_COMMANDS = frozenset({"EVALSHA", "EVAL"})
+
+# Arguments hiredis packs exactly as redis-py's encoder does (for a UTF-8 connection).
+_PLAIN_ARGUMENTS = frozenset({str, int, bytes})
+
+# Per client class: whether its execute_command is redis-py's own (looked up once).
+_plain_classes: dict[type, bool] = {}
+
+
+def _plain(cls: type, base: type) -> bool:
+    plain = _plain_classes.get(cls)
+    if plain is None:
+        plain = _plain_classes[cls] = issubclass(cls, base) and all(
+            getattr(cls, name, None) is getattr(base, name, None)
+            for name in ("execute_command", "_execute_command")
+        )
+    return plain
+
+
+def fits(client: Any, command: Sequence[Any]) -> bool:
+    """Whether `command` may go straight to a pooled connection of sync `client`."""
+    return (
+        command[0] in _DIRECT_COMMANDS
+        and _plain(type(client), redis.Redis)
+        and client.connection is None
+        and getattr(client.connection_pool, "cache", None) is None  # client-side caching
+        and command[0] not in client.response_callbacks
+    )
+
+
+def async_fits(client: Any, command: Sequence[Any]) -> bool:
+    """Whether `command` may go straight to a pooled connection of asyncio `client`."""
+    return (
+        command[0] in _DIRECT_COMMANDS
+        and _plain(type(client), redis.asyncio.Redis)
+        and client.connection is None
+        and not client.single_connection_client
+        and command[0] not in client.response_callbacks
+    )
+
+
+def call(client: Any, command: Sequence[Any]) -> Any:
+    """Run `command` (which `fits` `client`) on a connection of the client's pool."""
+    pool = client.connection_pool
+    connection = _connection(pool)
+    try:
+
+        def send_and_read() -> Any:
+            connection.send_packed_command(_packed(connection, command))
+            return connection.read_response()
+
+        def failed(error: Exception) -> None:
+            connection.disconnect()
+
+        return connection.retry.call_with_retry(send_and_read, failed)
+    finally:
+        _reconnect_if_asked(connection)
+        pool.release(connection)
+
+
+async def async_call(client: Any, command: Sequence[Any]) -> Any:
+    """Run `command` (which `async_fits` `client`) on a connection of the client's pool."""
+    pool = client.connection_pool
+    connection = await _async_connection(pool)
+    try:
+
+        async def send_and_read() -> Any:
+            await connection.send_packed_command(_packed(connection, command))
+            return await connection.read_response()
+
+        async def failed(error: Exception) -> None:
+            await connection.disconnect()
+
+        return await connection.retry.call_with_retry(send_and_read, failed)
+    finally:
+        await pool.release(connection)
+
+
+def _packed(connection: Any, command: Sequence[Any]) -> list[bytes]:
+    """`command` in the wire format: by hiredis, in C, where it packs what the connection's
+    own encoder would (redis.asyncio packs in Python, about a microsecond an argument)."""
+    encoder = connection.encoder
+    if (
+        _hiredis_pack is not None
+        and encoder.encoding == "utf-8"
+        and encoder.encoding_errors == "strict"
+        and all(type(argument) in _PLAIN_ARGUMENTS for argument in command)
+    ):
+        return [_hiredis_pack(tuple(command))]
+    packed: list[bytes] = connection.pack_command(*command)
+    return packed
+
+
+def _connection(pool: Any) -> Any:
+    try:
+        return pool.get_connection()
+    except TypeError:  # redis-py before 5.3 wants a command name
+        return pool.get_connection("EVALSHA")
+
+
+async def _async_connection(pool: Any) -> Any:
+    try:
+        return await pool.get_connection()
+    except TypeError:  # redis-py before 5.3 wants a command name
+        return await pool.get_connection("EVALSHA")
+
+
+def _reconnect_if_asked(connection: Any) -> None:
+    # redis-py 6.3+ marks a connection whose server announced maintenance; its command
+    # path reconnects it after the command, and so does this one.
+    should = getattr(connection, "should_reconnect", None)
+    if should is not None and should():
+        connection.disconnect()
