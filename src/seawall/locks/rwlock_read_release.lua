@@ -14,15 +14,14 @@ redis.replicate_commands()
 local t = redis.call('time')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 redis.call('zremrangebyscore', KEYS[1], '-inf', now)
-redis.call('zremrangebyscore', KEYS[2], '-inf', now)
 if redis.call('zrem', KEYS[1], ARGV[1]) == 0 then
   return redis.call('exists', KEYS[3])
 end
 redis.call('set', KEYS[3], '1', 'PX', ARGV[4])
 if redis.call('zcard', KEYS[1]) == 0 then
-  -- The writer that refreshed its intent last: a writer that died while waiting has
-  -- the oldest refresh, so a wake-up is not lost on it.
-  local head = redis.call('zrange', KEYS[2], -1, -1)
+  -- The live writer that refreshed its intent last: a writer that died while waiting has
+  -- the oldest refresh (and soon an expired one), so a wake-up is not lost on it.
+  local head = redis.call('zrevrangebyscore', KEYS[2], '+inf', '(' .. now, 'LIMIT', 0, 1)
   if head[1] then
     redis.call('publish', ARGV[2] .. head[1], ARGV[3])
   end

@@ -23,9 +23,6 @@
 redis.replicate_commands()
 local t = redis.call('time')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
-redis.call('zremrangebyscore', KEYS[2], '-inf', now)
-redis.call('zremrangebyscore', KEYS[3], '-inf', now)
-redis.call('zremrangebyscore', KEYS[4], '-inf', now)
 local waiter = ARGV[3] or ''
 local hint = redis.call('pttl', KEYS[1])
 local fence = nil
@@ -34,7 +31,13 @@ if hint ~= -2 and redis.call('get', KEYS[1]) == ARGV[1] then
   hint = -2
 end
 if hint == -2 and not fence then
+  -- The read lease that ends first, among the live ones (dead readers are purged on the
+  -- way, only when there are any: leases are scored by their end).
   local first = redis.call('zrange', KEYS[2], 0, 0, 'WITHSCORES')
+  if first[1] and tonumber(first[2]) <= now then
+    redis.call('zremrangebyscore', KEYS[2], '-inf', now)
+    first = redis.call('zrange', KEYS[2], 0, 0, 'WITHSCORES')
+  end
   if first[1] then
     hint = tonumber(first[2]) - now
   end
@@ -42,7 +45,11 @@ end
 if hint == -2 and not fence then
   -- Admitted readers that still wait go first; those that entered, gave up or died
   -- (their queue entry expired) are forgotten.
-  for _, id in ipairs(redis.call('smembers', KEYS[5])) do
+  local admitted = redis.call('smembers', KEYS[5])
+  if admitted[1] then
+    redis.call('zremrangebyscore', KEYS[4], '-inf', now)
+  end
+  for _, id in ipairs(admitted) do
     if redis.call('zscore', KEYS[4], id) then
       hint = redis.call('pttl', KEYS[5])
     else
@@ -67,6 +74,7 @@ if hint == -2 then
   return {1, fence}
 end
 if waiter ~= '' then
+  redis.call('zremrangebyscore', KEYS[3], '-inf', now)
   redis.call('zadd', KEYS[3], now + tonumber(ARGV[4]), waiter)
   -- Only ever lengthened: another waiter's entry may last longer than this one's.
   if redis.call('pttl', KEYS[3]) < tonumber(ARGV[4]) then

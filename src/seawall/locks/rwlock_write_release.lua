@@ -21,9 +21,9 @@ redis.call('del', KEYS[1])
 redis.call('set', KEYS[5], '1', 'PX', ARGV[6])
 local t = redis.call('time')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
-redis.call('zremrangebyscore', KEYS[2], '-inf', now)
-redis.call('zremrangebyscore', KEYS[3], '-inf', now)
-local readers = redis.call('zrange', KEYS[3], 0, -1)
+-- Live entries only (each is scored by its expiry; the dead are purged when a waiter
+-- queues): the readers waiting now, else the writer that refreshed its intent last.
+local readers = redis.call('zrangebyscore', KEYS[3], '(' .. now, '+inf')
 if readers[1] then
   for _, id in ipairs(readers) do
     redis.call('sadd', KEYS[4], id)
@@ -34,7 +34,7 @@ if readers[1] then
 end
 -- The writer that refreshed its intent last: a writer that died while waiting has
 -- the oldest refresh, so a wake-up is not lost on it.
-local head = redis.call('zrange', KEYS[2], -1, -1)
+local head = redis.call('zrevrangebyscore', KEYS[2], '+inf', '(' .. now, 'LIMIT', 0, 1)
 if head[1] then
   redis.call('publish', ARGV[2] .. head[1], ARGV[4])
 end

@@ -18,10 +18,12 @@
 -- server's clock moves every lease end with it: docs/semaphore.md, "Clocks").
 --
 -- Idempotent for its token: a replay (redis-py retrying a call whose reply was lost) finds
--- the token holding a live permit and answers {1, fence} again, leaving the lease as the
--- first run set it. That fence is a fresh one (no fence is kept per holder): it is greater
--- than the one whose reply was lost, which nobody saw, so "strictly greater than every
--- earlier one" still holds.
+-- the token holding a live permit and answers {1, fence} again, however full the
+-- semaphore is by then; one that finds a permit free takes it again (ZADD of a member it
+-- holds: its lease starts anew, and it still holds one permit). That fence is a fresh one
+-- (no fence is kept per holder): it is greater than the one whose reply was lost, which
+-- nobody saw, so "strictly greater than every earlier one" still holds. The replay check
+-- comes only where a first try would be refused: an uncontended try does not pay for it.
 --
 -- Fences survive the loss of their counter: see lock_acquire.lua and docs/fences.md. The
 -- counter expires max(1 day, 10 ttls) after it was made, as a Lock's.
@@ -44,13 +46,6 @@ local now = redis.call('time')
 now = now[1] * 1000 + math.floor(now[2] / 1000)
 redis.call('zremrangebyscore', KEYS[1], '-inf', now)
 local waiter = ARGV[4] or ''
-if redis.call('zscore', KEYS[1], ARGV[1]) then
-  if waiter ~= '' then
-    redis.call('zrem', KEYS[3], waiter)
-    redis.call('zrem', KEYS[4], waiter)
-  end
-  return {1, next_fence()}
-end
 local queued = redis.call('zcard', KEYS[3])
 if queued > 0 then
   -- A queued process that stopped trying (killed, paused) must not block the queue.
@@ -88,6 +83,15 @@ if free > 0 then
     end
     return {1, next_fence()}
   end
+end
+if redis.call('zscore', KEYS[1], ARGV[1]) then
+  -- A replay whose first run took a permit (the permits may be all taken since, or
+  -- others queued): it holds one.
+  if waiter ~= '' then
+    redis.call('zrem', KEYS[3], waiter)
+    redis.call('zrem', KEYS[4], waiter)
+  end
+  return {1, next_fence()}
 end
 if waiter ~= '' then
   if place == '' then

@@ -138,19 +138,38 @@ class RWSide(LeaseHolder):
         if not blocking:
             return self._attempt(token, me) is None
         deadline = None if wait_for is None else _concurrency.monotonic() + wait_for
-        with self._get_waker().turn(self._turn_key) as turn:
+        waker = self._get_waker()
+        missed: int | None = None  # a first try's answer, made outside the local queue
+        blocker_pttl: int | None
+        if waker.quiet(self._turn_key):
+            # Nobody here waits for this side: the first try needs no place in the local
+            # queue (see Lock.acquire).
+            try:
+                missed = self._attempt(token, me, deadline=deadline)
+            except TimeoutError:  # no reply by the deadline (a frozen server)
+                return False
+            if missed is None:
+                return True
+        with waker.turn(self._turn_key) as turn:
             if not turn.wait_turn(left_until(deadline)):
                 return False
+            if not turn.first:
+                missed = None  # others tried since: look again
             while True:
                 waiter_id = turn.waiter_id
-                turn.rearm()
-                # Noted before the try: if it is cancelled in flight, the queue entry it may
-                # have made is still withdrawn when the last local waiter leaves.
-                queued = waiter_id is not None and turn.queueing()
-                try:
-                    blocker_pttl = self._attempt(token, me, waiter_id or "", queued, deadline)
-                except TimeoutError:  # no reply by the deadline (a frozen server)
-                    return False
+                if missed is not None and waiter_id is None:
+                    # The try outside the queue was this turn's first (unqueued) try.
+                    blocker_pttl, missed = missed, None
+                else:
+                    missed = None
+                    turn.rearm()
+                    # Noted before the try: if it is cancelled in flight, the queue entry it
+                    # may have made is still withdrawn when the last local waiter leaves.
+                    queued = waiter_id is not None and turn.queueing()
+                    try:
+                        blocker_pttl = self._attempt(token, me, waiter_id or "", queued, deadline)
+                    except TimeoutError:  # no reply by the deadline (a frozen server)
+                        return False
                 if blocker_pttl is None:
                     if waiter_id is not None:
                         turn.dequeued()

@@ -106,19 +106,38 @@ class Semaphore(LeaseHolder):
 
     def _wait(self, token: str, me: object, wait_for: float | None) -> bool:
         deadline = None if wait_for is None else _concurrency.monotonic() + wait_for
-        with self._get_waker().turn(self._keys.key) as turn:
+        waker = self._get_waker()
+        missed: tuple[int, str] | None = None  # a first try's answer, made outside the queue
+        outcome: tuple[int, str] | None
+        if waker.quiet(self._keys.key):
+            # Nobody here waits for a permit: the first try needs no place in the local
+            # queue (see Lock.acquire).
+            try:
+                missed = self._attempt(token, me, deadline=deadline)
+            except TimeoutError:  # no reply by the deadline (a frozen server)
+                return False
+            if missed is None:
+                return True
+        with waker.turn(self._keys.key) as turn:
             if not turn.wait_turn(left_until(deadline)):
                 return False
+            if not turn.first:
+                missed = None  # others tried since: look again
             place = ""  # this process's place in the queue, kept across tries
             while True:
                 waiter_id = turn.waiter_id
-                turn.rearm()
-                if waiter_id is not None:
-                    turn.queueing()
-                try:
-                    outcome = self._attempt(token, me, waiter_id or "", place, deadline)
-                except TimeoutError:  # no reply by the deadline (a frozen server)
-                    return False
+                if missed is not None and waiter_id is None:
+                    # The try outside the queue was this turn's first (unqueued) try.
+                    outcome, missed = missed, None
+                else:
+                    missed = None
+                    turn.rearm()
+                    if waiter_id is not None:
+                        turn.queueing()
+                    try:
+                        outcome = self._attempt(token, me, waiter_id or "", place, deadline)
+                    except TimeoutError:  # no reply by the deadline (a frozen server)
+                        return False
                 if outcome is None:
                     if waiter_id is not None:
                         turn.dequeued()
