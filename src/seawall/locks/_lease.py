@@ -13,9 +13,9 @@ MAX_WAIT_SLICE = 2.0
 # Contended locks (see lock_release.lua): a waiter queued this long gets the lock
 # handed to it; the hand-off is reserved for that long; plain wake-ups come at most once per
 # WAKE_THROTTLE, and a woken waiter that lost the race looks again after that.
-STARVING = 0.020
+STARVING = 0.035
 HANDOFF = 0.100
-WAKE_THROTTLE = 0.005
+WAKE_THROTTLE = 0.010
 
 # A release is remembered at least this long (see lock_release.lua), so that a release
 # redis-py retries after a lost reply (its retries back off for seconds) still answers

@@ -107,18 +107,24 @@ class AsyncLock(AsyncLeaseHolder):
             return await self._attempt(token, me) is None
         deadline = None if wait_for is None else _concurrency.monotonic() + wait_for
         waker = self._get_waker()
-        missed: tuple[int, str] | None = None  # a first try's answer, made outside the queue
+        missed: tuple[int, str] | None = None  # the answer of a first try made before a turn
         outcome: tuple[int, str] | None
-        if waker.quiet(self._keys.key):
-            # Nobody here waits for this lock: the first try needs no place in the local
-            # queue (most acquisitions find the lock free and end here).
+        claimed = waker.claim(self._keys.key)
+        if claimed is not None:
+            # Nobody here waits for this lock: the first try needs no turn (most
+            # acquisitions find the lock free and end here).
             try:
                 missed = await self._attempt(token, me, deadline=deadline)
             except TimeoutError:  # no reply by the deadline (a frozen server)
+                waker.unclaim(self._keys.key, claimed)
                 return False
+            except BaseException:
+                waker.unclaim(self._keys.key, claimed)
+                raise
             if missed is None:
+                waker.unclaim(self._keys.key, claimed)
                 return True
-        async with waker.turn(self._keys.key) as turn:
+        async with waker.turn(self._keys.key, claimed) as turn:
             promoted = not turn.first
             if not await turn.wait_turn(left_until(deadline)):
                 return False
@@ -131,8 +137,8 @@ class AsyncLock(AsyncLeaseHolder):
             while True:
                 waiter_id = turn.waiter_id
                 if missed is not None and waiter_id is None:
-                    # The try outside the queue was this turn's first try (unqueued, as
-                    # it would be here): go on from its answer.
+                    # The claim's try was this turn's first try (unqueued, as it would be
+                    # here): go on from its answer.
                     outcome, missed = missed, None
                 else:
                     missed = None

@@ -138,18 +138,24 @@ class AsyncRWSide(AsyncLeaseHolder):
             return await self._attempt(token, me) is None
         deadline = None if wait_for is None else _concurrency.monotonic() + wait_for
         waker = self._get_waker()
-        missed: int | None = None  # a first try's answer, made outside the local queue
+        missed: int | None = None  # the answer of a first try made before a turn
         blocker_pttl: int | None
-        if waker.quiet(self._turn_key):
-            # Nobody here waits for this side: the first try needs no place in the local
-            # queue (see Lock.acquire).
+        claimed = waker.claim(self._turn_key)
+        if claimed is not None:
+            # Nobody here waits for this side: the first try needs no turn (see
+            # Lock.acquire).
             try:
                 missed = await self._attempt(token, me, deadline=deadline)
             except TimeoutError:  # no reply by the deadline (a frozen server)
+                waker.unclaim(self._turn_key, claimed)
                 return False
+            except BaseException:
+                waker.unclaim(self._turn_key, claimed)
+                raise
             if missed is None:
+                waker.unclaim(self._turn_key, claimed)
                 return True
-        async with waker.turn(self._turn_key) as turn:
+        async with waker.turn(self._turn_key, claimed) as turn:
             if not await turn.wait_turn(left_until(deadline)):
                 return False
             if not turn.first:
@@ -157,7 +163,7 @@ class AsyncRWSide(AsyncLeaseHolder):
             while True:
                 waiter_id = turn.waiter_id
                 if missed is not None and waiter_id is None:
-                    # The try outside the queue was this turn's first (unqueued) try.
+                    # The claim's try was this turn's first (unqueued) try.
                     blocker_pttl, missed = missed, None
                 else:
                     missed = None

@@ -77,13 +77,15 @@ class _Waiter:
 class AsyncTurn:
     """A place in the local queue of one lock; `async with waker.turn(lock_key)`."""
 
-    def __init__(self, waker: AsyncWaker, key: str) -> None:
+    def __init__(self, waker: AsyncWaker, key: str, claimed: _Waiter | None = None) -> None:
         self._waker = waker
         self._key = key
-        self._waiter = _Waiter()
+        self._claimed = claimed is not None
+        self._waiter = _Waiter() if claimed is None else claimed
 
     async def __aenter__(self) -> AsyncTurn:
-        self._waker._join(self._key, self._waiter)
+        if not self._claimed:  # a claim is already the head of the local queue
+            self._waker._join(self._key, self._waiter)
         return self
 
     async def __aexit__(
@@ -92,17 +94,7 @@ class AsyncTurn:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        if self._waker._leave(self._key, self._waiter):
-            # Nobody here waits for this lock any more: leave its queue in Redis, so a
-            # release wakes a process that still wants it. Before this process queues
-            # again (in sync code, in the caller's thread): a withdrawal left to run
-            # alongside could remove the entry of this process's next wait, which would
-            # then hear no wake-up. Bounded, so a caller whose timeout ran out on a frozen
-            # server waits at most LAST_LOOK more; the entry lapses by itself then.
-            async_background(
-                functools.partial(self._waker._withdraw_briefly, self._key),
-                f"leaving the queue of {self._key!r}",
-            )
+        self._waker.unclaim(self._key, self._waiter)
 
     def queueing(self) -> bool:
         """This process is about to queue itself for the lock (a try with `waiter_id`).
@@ -174,18 +166,44 @@ class AsyncWaker:
         self._worker: AsyncWorker | None = None
         self._acks = 0
 
-    def turn(self, key: str) -> AsyncTurn:
-        return AsyncTurn(self, key)
+    def turn(self, key: str, claimed: _Waiter | None = None) -> AsyncTurn:
+        return AsyncTurn(self, key, claimed)
 
     @property
     def ready(self) -> bool:
         return self._ready.is_set()
 
-    def quiet(self, key: str) -> bool:
-        """Whether an acquire of `key` may take its first try outside the local queue:
-        nobody here waits for it, and this process listens for no wake-ups, so the try
-        could not queue it in Redis anyway (the try a turn would begin with)."""
-        return key not in self._queues and not self._ready.is_set()
+    def claim(self, key: str) -> _Waiter | None:
+        """The head of `key`'s local queue for a first try made before a turn, or None.
+
+        Only when nobody here waits for it and this process listens for no wake-ups (so
+        the try could not queue it in Redis anyway: the try a turn would begin with).
+        Later callers queue behind the claim. Give it back with `unclaim`, or go on from
+        it as the head with `turn(key, claimed)`: most acquisitions find the lock free
+        and never pay for a turn.
+        """
+        if self._ready.is_set():
+            return None
+        with self._mutex:
+            if key in self._queues:
+                return None
+            claimed = _Waiter()
+            self._queues[key] = deque((claimed,))
+            return claimed
+
+    def unclaim(self, key: str, waiter: _Waiter) -> None:
+        """Leave `key`'s local queue (a turn ending, or a claim given back)."""
+        if self._leave(key, waiter):
+            # Nobody here waits for this lock any more: leave its queue in Redis, so a
+            # release wakes a process that still wants it. Before this process queues
+            # again (in sync code, in the caller's thread): a withdrawal left to run
+            # alongside could remove the entry of this process's next wait, which would
+            # then hear no wake-up. Bounded, so a caller whose timeout ran out on a frozen
+            # server waits at most LAST_LOOK more; the entry lapses by itself then.
+            async_background(
+                functools.partial(self._withdraw_briefly, key),
+                f"leaving the queue of {key!r}",
+            )
 
     def _join(self, key: str, waiter: _Waiter) -> None:
         with self._mutex:
