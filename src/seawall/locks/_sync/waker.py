@@ -311,7 +311,12 @@ class Waker:
                 self._wake_all()
         elif kind == "message":
             key = _scripts.reply_text(message["data"])
-            if not self._wake(key):
+            if self._wake(key):
+                # Let the woken waiter run now, before this listener goes back to reading
+                # (in sync code it would otherwise wait for this thread to let go of the
+                # GIL, at its next blocking read).
+                sleep(0)
+            else:
                 try:
                     self._pass_on(key)
                 except Exception as exc:  # the lock's queue or the wait slices recover
