@@ -315,7 +315,11 @@ class RedisCache(BaseCache):
     ) -> Any:
         """As get_or_set; `default` may also be an async function."""
         if not callable(default):
-            return await super().aget_or_set(key, default, timeout, version)
+            found = await self.aget(key, self._missing_key, version=version)
+            if found is not self._missing_key:
+                return found
+            await self.aadd(key, default, timeout, version)
+            return await self.aget(key, default, version=version)
         made = self.make_and_validate_key(key, version=version)
         return await self._astore().get_or_load(made, default, self.get_backend_timeout(timeout))
 
