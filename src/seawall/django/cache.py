@@ -30,9 +30,10 @@ from django.core.cache.backends.base import DEFAULT_TIMEOUT, BaseCache, default_
 from asgiref.sync import sync_to_async
 from django.core.exceptions import ImproperlyConfigured, SynchronousOnlyOperation
 
-from seawall.django._async.store import AsyncRedisStore, NotAnInteger
+from seawall.django._async.store import AsyncRedisStore
 from seawall.django._serializer import make_serializer
 from seawall.django._sync.store import RedisStore
+from seawall.django.errors import NotAnInteger
 
 __all__ = ["NotAnInteger", "RedisCache"]
 

@@ -26,7 +26,8 @@ from seawall.cache import _tokens
 from seawall.cache._sync.waker import get_cache_waker
 from seawall.cache._codec import CACHE_WAKE_PREFIX
 from seawall.django._keys import flight_keys
-from seawall.errors import CacheError, CacheWaitTimeout
+from seawall.django.errors import NotAnInteger
+from seawall.errors import CacheWaitTimeout
 from seawall.shared import _concurrency, _scripts
 from seawall.shared._sync.scripts import run_script
 from seawall.shared._concurrency import call_loader
@@ -43,13 +44,6 @@ LISTENER_START = 0.5
 LEASE_GRACE = 0.01
 # Keys deleted per UNLINK by clear().
 CLEAR_BATCH = 500
-
-
-class NotAnInteger(CacheError, TypeError, redis.exceptions.ResponseError):
-    """incr()/decr() of a value that is not an integer.
-
-    A TypeError, as Django's other backends raise, and a redis-py ResponseError, as
-    Django's RedisCache raises: code written against either catches it."""
 
 
 def px(timeout: float) -> int:
