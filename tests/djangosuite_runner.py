@@ -128,9 +128,11 @@ def run(url: str) -> dict[str, Any]:
             result = unittest.TestResult()
             loader.loadTestsFromTestCase(klass).run(result)
             bad = {}
-            for test, text in result.failures + result.errors + [
-                (t, "unexpected success") for t in result.unexpectedSuccesses
-            ]:
+            for test, text in (
+                result.failures
+                + result.errors
+                + [(t, "unexpected success") for t in result.unexpectedSuccesses]
+            ):
                 bad.setdefault(name_of(suite, test), text.strip().splitlines()[-1][:500])
             skipped = {name_of(suite, test): reason for test, reason in result.skipped}
             names = {name_of(suite, test) for test in loader.loadTestsFromTestCase(klass)}

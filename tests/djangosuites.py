@@ -69,7 +69,9 @@ def _pythons(wanted: tuple[int, int]) -> list[str]:
 def _runs(python: str, wanted: tuple[int, int]) -> bool:
     check = f"import sys; sys.exit(sys.version_info[:2] < {wanted!r})"
     try:
-        return subprocess.run([python, "-c", check], capture_output=True, timeout=30).returncode == 0
+        return (
+            subprocess.run([python, "-c", check], capture_output=True, timeout=30).returncode == 0
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
 

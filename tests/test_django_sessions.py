@@ -128,6 +128,8 @@ def test_a_session_cache_that_is_not_seawalls_is_refused_saying_what_to_do(
     locmem = {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
     with (
         override_settings(CACHES={"default": locmem}),
-        pytest.raises(ImproperlyConfigured, match="SESSION_CACHE_ALIAS.*seawall.django.RedisCache"),
+        pytest.raises(
+            ImproperlyConfigured, match=r"SESSION_CACHE_ALIAS.*seawall\.django\.RedisCache"
+        ),
     ):
         SessionStore().save()

@@ -33,7 +33,11 @@ def _results(seawall_server: Any) -> dict[str, dict[str, Any]]:
     for db, (series, suite) in enumerate(suites.items(), start=1):
         out = CACHE / f"results-{suite.version}.json"
         out.unlink(missing_ok=True)
-        running[series] = (suite, out, start(suite, f"{seawall_server.url.rsplit('/', 1)[0]}/{db}", out))
+        running[series] = (
+            suite,
+            out,
+            start(suite, f"{seawall_server.url.rsplit('/', 1)[0]}/{db}", out),
+        )
     results = {}
     for series, (suite, out, process) in running.items():
         output = process.communicate(timeout=240)[0].decode(errors="replace")
@@ -54,7 +58,9 @@ def test_djangos_own_cache_and_session_tests_pass(seawall_server: Any) -> None:
         listed = cannot_pass(series)
         failed = report["failed"]
         # "cache/RedisCacheTests.test_x" and "cache-async/..." are listed once, by Django's name.
-        unlisted = {name: why for name, why in failed.items() if name.split("/", 1)[1] not in listed}
+        unlisted = {
+            name: why for name, why in failed.items() if name.split("/", 1)[1] not in listed
+        }
         ran = {name.split("/", 1)[1] for name in report["passed"]} | {
             name.split("/", 1)[1] for name in failed
         }

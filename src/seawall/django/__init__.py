@@ -32,9 +32,7 @@ from __future__ import annotations
 try:
     import django  # noqa: F401
 except ImportError:  # pragma: no cover - the message is the point
-    raise ImportError(
-        "seawall.django needs Django: pip install 'seawall[django]'"
-    ) from None
+    raise ImportError("seawall.django needs Django: pip install 'seawall[django]'") from None
 
 from seawall.django.cache import NotAnInteger, RedisCache
 

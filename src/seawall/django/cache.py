@@ -26,14 +26,15 @@ import redis
 import redis.asyncio
 import redis.asyncio.cluster
 import redis.cluster
-from django.core.cache.backends.base import DEFAULT_TIMEOUT, BaseCache, default_key_func
 from asgiref.sync import sync_to_async
+from django.core.cache.backends.base import DEFAULT_TIMEOUT, BaseCache, default_key_func
 from django.core.exceptions import ImproperlyConfigured, SynchronousOnlyOperation
 
 from seawall.django._async.store import AsyncRedisStore
 from seawall.django._serializer import make_serializer
 from seawall.django._sync.store import RedisStore
 from seawall.django.errors import NotAnInteger
+from seawall.shared._concurrency import log
 
 __all__ = ["NotAnInteger", "RedisCache"]
 
@@ -60,7 +61,9 @@ OWN_OPTIONS = {"serializer", "lease", "wait_timeout", "cluster", "clear_prefix"}
 
 def _seconds(value: Any, what: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise ImproperlyConfigured(f"OPTIONS[{what!r}] must be a number of seconds > 0, got {value!r}")
+        raise ImproperlyConfigured(
+            f"OPTIONS[{what!r}] must be a number of seconds > 0, got {value!r}"
+        )
     return float(value)
 
 
@@ -109,6 +112,7 @@ class RedisCache(BaseCache):
         self._client_options = options
         self._mutex = threading.Lock()
         self._sync_store: RedisStore | None = None
+        self._warned_on_loop = False
         self._async_stores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncRedisStore]
         self._async_stores = weakref.WeakKeyDictionary()
 
@@ -122,7 +126,22 @@ class RedisCache(BaseCache):
         """The asyncio redis-py client of the running event loop."""
         return self._astore().client
 
+    def checking_client(self, timeout: float) -> redis.Redis | redis.cluster.RedisCluster:
+        """A new sync client whose every call gives up after `timeout` seconds (for
+        checks that must not hang on an unreachable server); close it after use."""
+        options = {**self._client_options, "socket_timeout": timeout}
+        options["socket_connect_timeout"] = timeout
+        return self._make_client(redis.Redis, redis.cluster.RedisCluster, options)  # type: ignore[no-any-return]
+
     def _store(self) -> RedisStore:
+        if asyncio._get_running_loop() is not None and not self._warned_on_loop:
+            self._warned_on_loop = True
+            log.warning(
+                "%r: a sync method was called on a running event loop (an async view or "
+                "middleware?): it blocks every request of this worker until Redis answers; "
+                "await its a* twin instead (await cache.aget(...)). Logged once per cache",
+                self,
+            )
         store = self._sync_store
         if store is None:
             with self._mutex:
@@ -152,16 +171,23 @@ class RedisCache(BaseCache):
                     )
         return store
 
-    def _make_client(self, single: Any, cluster: Any) -> Any:
+    def _make_client(self, single: Any, cluster: Any, options: dict[str, Any] | None = None) -> Any:
+        options = self._client_options if options is None else options
         if not self._cluster:
-            return single.from_url(self._urls[0], **self._client_options)
-        nodes_module = redis.asyncio.cluster if cluster is redis.asyncio.cluster.RedisCluster else redis.cluster
+            return single.from_url(self._urls[0], **options)
+        nodes_module = (
+            redis.asyncio.cluster
+            if cluster is redis.asyncio.cluster.RedisCluster
+            else redis.cluster
+        )
         nodes = []
         for url in self._urls[1:]:
-            parsed = redis.connection.parse_url(url)
-            nodes.append(nodes_module.ClusterNode(parsed.get("host", "localhost"), parsed.get("port", 6379)))
+            parsed = redis.connection.parse_url(url)  # type: ignore[no-untyped-call,unused-ignore]
+            nodes.append(
+                nodes_module.ClusterNode(parsed.get("host", "localhost"), parsed.get("port", 6379))
+            )
         extra = {"startup_nodes": nodes} if nodes else {}
-        return cluster.from_url(self._urls[0], **extra, **self._client_options)
+        return cluster.from_url(self._urls[0], **extra, **options)
 
     # --- Django's BaseCache -------------------------------------------------------
 
@@ -172,9 +198,12 @@ class RedisCache(BaseCache):
             timeout = self.default_timeout
         if timeout is None:
             return None
-        return max(0, timeout)
+        seconds: float = max(0, timeout)
+        return seconds
 
-    def add(self, key: Any, value: Any, timeout: Any = DEFAULT_TIMEOUT, version: Any = None) -> bool:
+    def add(
+        self, key: Any, value: Any, timeout: Any = DEFAULT_TIMEOUT, version: Any = None
+    ) -> bool:
         key = self.make_and_validate_key(key, version=version)
         return self._store().add(key, value, self.get_backend_timeout(timeout))
 
@@ -185,7 +214,10 @@ class RedisCache(BaseCache):
         try:
             return await self._astore().add(made, value, self.get_backend_timeout(timeout))
         except SynchronousOnlyOperation:  # see _pickles_in_a_thread
-            return await self._pickles_in_a_thread(RedisCache.add, self, key, value, timeout, version)
+            added = await self._pickles_in_a_thread(
+                RedisCache.add, self, key, value, timeout, version
+            )
+            return bool(added)
 
     def get(self, key: Any, default: Any = None, version: Any = None) -> Any:
         key = self.make_and_validate_key(key, version=version)
@@ -195,7 +227,9 @@ class RedisCache(BaseCache):
         key = self.make_and_validate_key(key, version=version)
         return await self._astore().get(key, default)
 
-    def set(self, key: Any, value: Any, timeout: Any = DEFAULT_TIMEOUT, version: Any = None) -> None:
+    def set(
+        self, key: Any, value: Any, timeout: Any = DEFAULT_TIMEOUT, version: Any = None
+    ) -> None:
         key = self.make_and_validate_key(key, version=version)
         self._store().set(key, value, self.get_backend_timeout(timeout))
 

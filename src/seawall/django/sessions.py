@@ -64,6 +64,8 @@ def _options() -> tuple[str, int]:
 class SessionStore(SessionBase):
     """Django's SessionBase on seawall.sessions' store (see the module's docstring)."""
 
+    _session_key: str | None  # SessionBase's property: None for no (valid) id
+
     def __init__(self, session_key: str | None = None) -> None:
         super().__init__(session_key)
         # What Redis held for this id when it was loaded or last written, per key
@@ -109,7 +111,9 @@ class SessionStore(SessionBase):
         self._stored = stored
         return self._decode_all(stored)
 
-    def _plan(self, data: dict[str, Any], must_create: bool) -> tuple[str, dict[str, bytes], list[str], dict[str, bytes]]:
+    def _plan(
+        self, data: dict[str, Any], must_create: bool
+    ) -> tuple[str, dict[str, bytes], list[str], dict[str, bytes]]:
         """(script mode, fields to write, keys to remove, what Redis then holds)."""
         encoded = self._encode_all(data)
         if must_create:

@@ -56,7 +56,7 @@ class AsyncSessionRecords:
         for name, raw in fields.items():
             text = _scripts.reply_text(name)
             if text.startswith(DATA):
-                found[text[len(DATA) :]] = bytes(raw)
+                found[text[len(DATA) :]] = raw if isinstance(raw, bytes) else raw.encode()
         return found
 
     async def exists(self, session_id: str) -> bool:

@@ -89,7 +89,9 @@ class AsyncRedisStore:
             replies = await client.mget_nonatomic(keys)
         else:
             replies = await self.client.mget(keys)
-        return {key: self._loads(raw) for key, raw in zip(keys, replies) if raw is not None}
+        return {
+            key: self._loads(raw) for key, raw in zip(keys, replies, strict=True) if raw is not None
+        }
 
     async def has_key(self, key: str) -> bool:
         return bool(await self.client.exists(key))

@@ -57,7 +57,7 @@ class SessionRecords:
         for name, raw in fields.items():
             text = _scripts.reply_text(name)
             if text.startswith(DATA):
-                found[text[len(DATA) :]] = bytes(raw)
+                found[text[len(DATA) :]] = raw if isinstance(raw, bytes) else raw.encode()
         return found
 
     def exists(self, session_id: str) -> bool:

@@ -90,7 +90,9 @@ class RedisStore:
             replies = client.mget_nonatomic(keys)
         else:
             replies = self.client.mget(keys)
-        return {key: self._loads(raw) for key, raw in zip(keys, replies) if raw is not None}
+        return {
+            key: self._loads(raw) for key, raw in zip(keys, replies, strict=True) if raw is not None
+        }
 
     def has_key(self, key: str) -> bool:
         return bool(self.client.exists(key))
