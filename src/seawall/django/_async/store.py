@@ -21,13 +21,12 @@ from typing import Any
 
 import redis.asyncio.cluster
 
-from seawall.cache import _tokens
 from seawall.cache._async.waker import get_cache_waker
 from seawall.cache._codec import CACHE_WAKE_PREFIX
 from seawall.django._keys import flight_keys
 from seawall.django.errors import NotAnInteger
 from seawall.errors import CacheWaitTimeout
-from seawall.shared import _concurrency, _scripts
+from seawall.shared import _concurrency, _scripts, _tokens
 from seawall.shared._async.scripts import run_script
 from seawall.shared._concurrency import async_call_loader
 from seawall.shared._validate import AsyncClient
