@@ -19,8 +19,83 @@ def setup(url: str, backend: str) -> None:
             SECRET_KEY="seawall-tests",
             CACHES={"default": {"BACKEND": backend, "LOCATION": url}},
             USE_TZ=True,
+            ALLOWED_HOSTS=["*"],
+            # seawall.django for its template tags ({% load seawall_cache %}).
+            INSTALLED_APPS=["seawall.django"],
+            TEMPLATES=[{"BACKEND": "django.template.backends.django.DjangoTemplates"}],
         )
         django.setup()
+
+
+def _render_page(request: Any) -> Any:
+    from django.http import HttpResponse
+
+    n = _counter.incr("renders")
+    time.sleep(RENDER_SECONDS)
+    return HttpResponse(f"page rendered {n}")
+
+
+_counter: Any = None
+_views: dict[str, Any] = {}
+
+
+def _page_view(which: str) -> Any:
+    """The page view under seawall's cache_page or Django's."""
+    if which not in _views:
+        if which == "seawall":
+            from seawall.django import cache_page
+        else:
+            from django.views.decorators.cache import cache_page
+        _views[which] = cache_page(60)(_render_page)
+    return _views[which]
+
+
+def _fragment_template(which: str) -> Any:
+    from django.template import engines
+
+    library = "seawall_cache" if which == "seawall" else "cache"
+    source = f"{{% load {library} %}}{{% cache 60 sidebar %}}{{{{ render }}}}{{% endcache %}}"
+    return engines["django"].from_string(source)
+
+
+def race(url: str, backend: str, what: str, threads: int, start_at: float) -> list[Any]:
+    """`threads` threads request a cached page ("page:seawall", "page:django": under
+    seawall's or Django's cache_page) or render a template's cached fragment
+    ("fragment:seawall", "fragment:django": {% load seawall_cache %} or Django's tag)
+    at wall-clock `start_at`. Each rendering takes RENDER_SECONDS and counts itself in
+    Redis ("renders"). Their answers (the page's or the fragment's text)."""
+    global _counter
+    from django.core.cache import cache
+    from django.test import RequestFactory
+
+    setup(url, backend)
+    if _counter is None:
+        import redis
+
+        _counter = redis.Redis.from_url(url)
+    kind, which = what.split(":")
+    cache.get("warm-up")  # connect before the start, as a serving worker would have
+    view = _page_view(which) if kind == "page" else None
+    template = _fragment_template(which) if kind == "fragment" else None
+    answers: list[Any] = [None] * threads
+
+    def render_fragment() -> str:
+        return str(_render_page(None).content.decode())
+
+    def call(i: int) -> None:
+        request = RequestFactory().get("/page/")
+        time.sleep(max(0.0, start_at - time.time()))
+        if view is not None:
+            answers[i] = view(request).content.decode()
+        else:
+            answers[i] = template.render({"render": render_fragment})
+
+    workers = [threading.Thread(target=call, args=(i,)) for i in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    return answers
 
 
 def stampede(url: str, backend: str, key: str, threads: int, start_at: float) -> list[Any]:

@@ -35,5 +35,6 @@ except ImportError:  # pragma: no cover - the message is the point
     raise ImportError("seawall.django needs Django: pip install 'seawall[django]'") from None
 
 from seawall.django.cache import NotAnInteger, RedisCache
+from seawall.django.middleware import cache_page
 
-__all__ = ["NotAnInteger", "RedisCache"]
+__all__ = ["NotAnInteger", "RedisCache", "cache_page"]

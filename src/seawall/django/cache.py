@@ -358,6 +358,28 @@ class RedisCache(BaseCache):
         made = self.make_and_validate_key(key, version=version)
         return await self._astore().get_or_load(made, default, self.get_backend_timeout(timeout))
 
+    def begin_load(self, key: Any, version: Any = None) -> str | None:
+        """For a value made and stored by other means than get_or_set (the cache
+        middleware's pages): a token if this caller is to make `key`'s value, which it
+        then set()s before end_load(key, token); None when the value is there or another
+        caller's load has ended meanwhile (look again; if it is still missing, make it
+        without a lease). One caller at a time holds the lease, across all processes."""
+        key = self.make_and_validate_key(key, version=version)
+        return self._store().begin_load(key)
+
+    async def abegin_load(self, key: Any, version: Any = None) -> str | None:
+        key = self.make_and_validate_key(key, version=version)
+        return await self._astore().begin_load(key)
+
+    def end_load(self, key: Any, token: str, version: Any = None) -> None:
+        """Give back the lease of begin_load() and wake the callers waiting for it."""
+        key = self.make_and_validate_key(key, version=version)
+        self._store().end_load(key, token)
+
+    async def aend_load(self, key: Any, token: str, version: Any = None) -> None:
+        key = self.make_and_validate_key(key, version=version)
+        await self._astore().end_load(key, token)
+
     def close(self, **kwargs: Any) -> None:
         """Called by Django at the end of each request: the connection pools are kept, as
         Django's RedisCache keeps them; only clients of event loops now closed go."""

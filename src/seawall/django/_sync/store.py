@@ -223,6 +223,44 @@ class RedisStore:
             finally:
                 waker.unwatch(lease, watch)
 
+    # --- a load lease for values stored by other means (the cache middleware's pages) ----
+
+    def begin_load(self, key: str) -> str | None:
+        """Take `key`'s load lease, or wait for the caller holding it.
+
+        Returns the lease's token when this caller took it: it must store the value
+        (set()) and then call end_load(), which wakes the waiters. Returns None when the
+        value is there, or after waiting for another caller's load to end (its value
+        stored, or not: a response that could not be cached), for its lease to run out, or
+        for wait_timeout: the caller looks again and, still missing, makes the value
+        itself without a lease (waiters never queue for a lease one by one)."""
+        keys = flight_keys(key)
+        lease = keys[1]
+        token = _tokens.token_hex()
+        waker = get_cache_waker(self.client)
+        listening = waker.ready or waker.start(LISTENER_START)
+        watch = waker.watch(lease)
+        try:
+            reply = run_script(
+                self.client, _LOAD, keys, [token, self.lease_ms, waker.id if listening else ""]
+            )
+            code = int(reply[0])
+            if code == 2:
+                return token
+            if code == 3:
+                lease_left = max(int(reply[1]), 0) / 1000
+                watch.event.wait(min(self.wait_timeout, lease_left + LEASE_GRACE))
+            return None
+        finally:
+            waker.unwatch(lease, watch)
+
+    def end_load(self, key: str, token: str) -> None:
+        """Give back the lease begin_load() took and wake the callers waiting for it
+        (nothing happens if the lease ran out or a delete voided it meanwhile)."""
+        keys = flight_keys(key)
+        message = wake_message(keys[1])
+        run_script(self.client, _LOADED, keys, [token, "0", "", "", CACHE_WAKE_PREFIX, message])
+
     def _load(
         self,
         keys: tuple[str, str, str],
