@@ -125,3 +125,44 @@ def stampede(url: str, backend: str, key: str, threads: int, start_at: float) ->
         worker.join()
     counter.close()
     return answers
+
+
+def l1_reader(url: str, options: dict[str, Any], inbox: Any, outbox: Any) -> None:
+    """A process with its own seawall.django.RedisCache (OPTIONS `options`) doing what
+    `inbox` says: ("fill", key, value) reads `key` until it is `value` and held in this
+    process's L1, then answers True; ("read", key, seconds) reads it for that long and
+    answers every distinct value seen; ("until", key, value, seconds) reads it until it
+    is `value` and answers the wall-clock time it was (None: it never was); None ends."""
+    setup(url, "django.core.cache.backends.locmem.LocMemCache")
+    from seawall.django import RedisCache
+    from seawall.django._local import MISSING
+
+    cache = RedisCache(url, {"OPTIONS": options})
+    local = cache._x.local()
+    assert local is not None
+    while (order := inbox.get()) is not None:
+        verb, key, *rest = order
+        deadline = time.monotonic() + 10.0
+        if verb == "fill":
+            while not (cache.get(key) == rest[0] and local.get(cache.make_key(key)) is not MISSING):
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.005)
+            outbox.put(time.monotonic() <= deadline)
+        elif verb == "read":
+            seen: list[Any] = []
+            end = time.monotonic() + rest[0]
+            while time.monotonic() < end:
+                value = cache.get(key)
+                if value not in seen:
+                    seen.append(value)
+                time.sleep(0.001)
+            outbox.put(seen)
+        else:
+            end = time.monotonic() + rest[1]
+            when = None
+            while time.monotonic() < end:
+                if cache.get(key) == rest[0]:
+                    when = time.time()
+                    break
+            outbox.put(when)

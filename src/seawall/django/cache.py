@@ -31,10 +31,13 @@ from django.core.cache.backends.base import DEFAULT_TIMEOUT, BaseCache, default_
 from django.core.exceptions import ImproperlyConfigured, SynchronousOnlyOperation
 
 from seawall.django._async.store import AsyncRedisStore
+from seawall.django._extras import Extras
+from seawall.django._local import MISSING
 from seawall.django._serializer import make_serializer
 from seawall.django._sync.store import RedisStore
 from seawall.django.errors import NotAnInteger
-from seawall.shared._concurrency import log
+from seawall.errors import CacheUnavailable
+from seawall.shared._concurrency import async_call_loader, log
 
 __all__ = ["NotAnInteger", "RedisCache"]
 
@@ -56,7 +59,54 @@ DJANGO_REDIS_OPTIONS = {
 
 # OPTIONS seawall reads; every other option goes to redis-py's client (db, password,
 # socket_timeout, max_connections, ssl_cert_reqs, ...).
-OWN_OPTIONS = {"serializer", "lease", "wait_timeout", "cluster", "clear_prefix"}
+OWN_OPTIONS = {
+    "serializer",
+    "lease",
+    "wait_timeout",
+    "cluster",
+    "clear_prefix",
+    "l1_size",
+    "l1_ttl",
+    "breaker",
+}
+
+
+# Answers of a call while Redis is down (the breaker open, or no reply): Django's "not
+# there", "not done".
+def _false() -> bool:
+    return False
+
+
+def _none() -> None:
+    return None
+
+
+_DOWN = -3  # a PTTL no reply has: Redis did not answer
+
+
+def _empty() -> dict[str, Any]:
+    return {}
+
+
+def _nothing() -> tuple[None, int]:
+    return None, _DOWN
+
+
+_DOWN_VALUE: Any = object()
+
+
+def _down() -> Any:
+    return _DOWN_VALUE
+
+
+def _unavailable(what: str) -> Any:
+    def fail() -> Any:
+        raise CacheUnavailable(
+            f"{what}: Redis does not answer (seawall.django.RedisCache's breaker is open); "
+            "there is nothing to answer in its place"
+        )
+
+    return fail
 
 
 def _seconds(value: Any, what: str) -> float:
@@ -109,6 +159,7 @@ class RedisCache(BaseCache):
             raise ImproperlyConfigured(
                 "OPTIONS['decode_responses'] must stay False: cached values are bytes"
             )
+        self._x = Extras(options, (tuple(urls), self._cluster), self._make_client)
         self._client_options = options
         self._mutex = threading.Lock()
         self._sync_store: RedisStore | None = None
@@ -204,43 +255,95 @@ class RedisCache(BaseCache):
     def add(
         self, key: Any, value: Any, timeout: Any = DEFAULT_TIMEOUT, version: Any = None
     ) -> bool:
-        key = self.make_and_validate_key(key, version=version)
-        return self._store().add(key, value, self.get_backend_timeout(timeout))
+        made = self.make_and_validate_key(key, version=version)
+        store = self._store()
+        seconds = self.get_backend_timeout(timeout)
+        added = self._x.guarded(lambda: store.add(made, value, seconds), _false)
+        if added:
+            self._x.changed(store, [made])
+        return added
 
     async def aadd(
         self, key: Any, value: Any, timeout: Any = DEFAULT_TIMEOUT, version: Any = None
     ) -> bool:
         made = self.make_and_validate_key(key, version=version)
+        store = self._astore()
+        seconds = self.get_backend_timeout(timeout)
         try:
-            return await self._astore().add(made, value, self.get_backend_timeout(timeout))
+            added = await self._x.aguarded(lambda: store.add(made, value, seconds), _false)
         except SynchronousOnlyOperation:  # see _pickles_in_a_thread
             added = await self._pickles_in_a_thread(
                 RedisCache.add, self, key, value, timeout, version
             )
             return bool(added)
+        if added:
+            await self._x.achanged(store, [made])
+        return added
 
     def get(self, key: Any, default: Any = None, version: Any = None) -> Any:
-        key = self.make_and_validate_key(key, version=version)
-        return self._store().get(key, default)
+        made = self.make_and_validate_key(key, version=version)
+        store = self._store()
+        local = self._x.local()
+        if local is None:
+            return self._x.guarded(
+                lambda: store.get(made, default),
+                lambda: self._x.stale_or(made, default, self._serializer.loads),
+            )
+        raw = local.get(made)
+        if raw is not MISSING:
+            return self._serializer.loads(raw)
+        epoch = local.fill_epoch()
+        raw, pttl = self._x.guarded(lambda: store.get_with_pttl(made), _nothing)
+        return self._filled(local, made, raw, pttl, epoch, default)
 
     async def aget(self, key: Any, default: Any = None, version: Any = None) -> Any:
-        key = self.make_and_validate_key(key, version=version)
-        return await self._astore().get(key, default)
+        made = self.make_and_validate_key(key, version=version)
+        store = self._astore()
+        local = self._x.local()
+        if local is None:
+            return await self._x.aguarded(
+                lambda: store.get(made, default),
+                lambda: self._x.stale_or(made, default, self._serializer.loads),
+            )
+        raw = local.get(made)
+        if raw is not MISSING:
+            return self._serializer.loads(raw)
+        epoch = local.fill_epoch()
+        raw, pttl = await self._x.aguarded(lambda: store.get_with_pttl(made), _nothing)
+        return self._filled(local, made, raw, pttl, epoch, default)
+
+    def _filled(
+        self, local: Any, key: str, raw: Any, pttl: int, epoch: int | None, default: Any
+    ) -> Any:
+        if raw is None:
+            if pttl == _DOWN:
+                return self._x.stale_or(key, default, self._serializer.loads)
+            return default
+        value = self._serializer.loads(raw)  # before filling: a value that cannot be read
+        local.fill(key, raw, pttl, epoch)  # is never held
+        return value
 
     def set(
         self, key: Any, value: Any, timeout: Any = DEFAULT_TIMEOUT, version: Any = None
     ) -> None:
-        key = self.make_and_validate_key(key, version=version)
-        self._store().set(key, value, self.get_backend_timeout(timeout))
+        made = self.make_and_validate_key(key, version=version)
+        store = self._store()
+        seconds = self.get_backend_timeout(timeout)
+        self._x.guarded(lambda: store.set(made, value, seconds), _none)
+        self._x.changed(store, [made])
 
     async def aset(
         self, key: Any, value: Any, timeout: Any = DEFAULT_TIMEOUT, version: Any = None
     ) -> None:
         made = self.make_and_validate_key(key, version=version)
+        store = self._astore()
+        seconds = self.get_backend_timeout(timeout)
         try:
-            await self._astore().set(made, value, self.get_backend_timeout(timeout))
+            await self._x.aguarded(lambda: store.set(made, value, seconds), _none)
         except SynchronousOnlyOperation:  # see _pickles_in_a_thread
             await self._pickles_in_a_thread(RedisCache.set, self, key, value, timeout, version)
+            return
+        await self._x.achanged(store, [made])
 
     async def _pickles_in_a_thread(self, method: Any, *args: Any) -> Any:
         """Pickling a QuerySet runs its query (a model instance with deferred fields
@@ -250,49 +353,81 @@ class RedisCache(BaseCache):
         return await sync_to_async(method, thread_sensitive=True)(*args)
 
     def touch(self, key: Any, timeout: Any = DEFAULT_TIMEOUT, version: Any = None) -> bool:
-        key = self.make_and_validate_key(key, version=version)
-        return self._store().touch(key, self.get_backend_timeout(timeout))
+        made = self.make_and_validate_key(key, version=version)
+        store = self._store()
+        seconds = self.get_backend_timeout(timeout)
+        touched = self._x.guarded(lambda: store.touch(made, seconds), _false)
+        if touched:  # a copy held elsewhere must not outlive a shorter expiry
+            self._x.changed(store, [made])
+        return touched
 
     async def atouch(self, key: Any, timeout: Any = DEFAULT_TIMEOUT, version: Any = None) -> bool:
-        key = self.make_and_validate_key(key, version=version)
-        return await self._astore().touch(key, self.get_backend_timeout(timeout))
+        made = self.make_and_validate_key(key, version=version)
+        store = self._astore()
+        seconds = self.get_backend_timeout(timeout)
+        touched = await self._x.aguarded(lambda: store.touch(made, seconds), _false)
+        if touched:
+            await self._x.achanged(store, [made])
+        return touched
 
     def delete(self, key: Any, version: Any = None) -> bool:
-        key = self.make_and_validate_key(key, version=version)
-        return self._store().delete(key)
+        made = self.make_and_validate_key(key, version=version)
+        store = self._store()
+        deleted = self._x.guarded(lambda: store.delete(made), _false)
+        self._x.changed(store, [made])
+        return deleted
 
     async def adelete(self, key: Any, version: Any = None) -> bool:
-        key = self.make_and_validate_key(key, version=version)
-        return await self._astore().delete(key)
+        made = self.make_and_validate_key(key, version=version)
+        store = self._astore()
+        deleted = await self._x.aguarded(lambda: store.delete(made), _false)
+        await self._x.achanged(store, [made])
+        return deleted
 
     def _key_map(self, keys: Iterable[Any], version: Any) -> dict[str, Any]:
         return {self.make_and_validate_key(key, version=version): key for key in keys}
 
     def get_many(self, keys: Iterable[Any], version: Any = None) -> dict[Any, Any]:
         made = self._key_map(keys, version)
-        found = self._store().get_many(list(made))
+        store = self._store()
+        found = self._x.guarded(lambda: store.get_many(list(made)), _empty)
         return {made[key]: value for key, value in found.items()}
 
     async def aget_many(self, keys: Iterable[Any], version: Any = None) -> dict[Any, Any]:
         made = self._key_map(keys, version)
-        found = await self._astore().get_many(list(made))
+        store = self._astore()
+        found = await self._x.aguarded(lambda: store.get_many(list(made)), _empty)
         return {made[key]: value for key, value in found.items()}
 
     def has_key(self, key: Any, version: Any = None) -> bool:
-        key = self.make_and_validate_key(key, version=version)
-        return self._store().has_key(key)
+        made = self.make_and_validate_key(key, version=version)
+        local = self._x.local()
+        if local is not None and local.get(made) is not MISSING:
+            return True
+        store = self._store()
+        return self._x.guarded(lambda: store.has_key(made), _false)
 
     async def ahas_key(self, key: Any, version: Any = None) -> bool:
-        key = self.make_and_validate_key(key, version=version)
-        return await self._astore().has_key(key)
+        made = self.make_and_validate_key(key, version=version)
+        local = self._x.local()
+        if local is not None and local.get(made) is not MISSING:
+            return True
+        store = self._astore()
+        return await self._x.aguarded(lambda: store.has_key(made), _false)
 
     def incr(self, key: Any, delta: int = 1, version: Any = None) -> int:
-        key = self.make_and_validate_key(key, version=version)
-        return self._store().incr(key, delta)
+        made = self.make_and_validate_key(key, version=version)
+        store = self._store()
+        value: int = self._x.guarded(lambda: store.incr(made, delta), _unavailable(made))
+        self._x.changed(store, [made])
+        return value
 
     async def aincr(self, key: Any, delta: int = 1, version: Any = None) -> int:
-        key = self.make_and_validate_key(key, version=version)
-        return await self._astore().incr(key, delta)
+        made = self.make_and_validate_key(key, version=version)
+        store = self._astore()
+        value: int = await self._x.aguarded(lambda: store.incr(made, delta), _unavailable(made))
+        await self._x.achanged(store, [made])
+        return value
 
     def _made(self, data: Mapping[Any, Any], version: Any) -> dict[str, Any]:
         return {self.make_and_validate_key(k, version=version): v for k, v in data.items()}
@@ -300,39 +435,71 @@ class RedisCache(BaseCache):
     def set_many(
         self, data: Mapping[Any, Any], timeout: Any = DEFAULT_TIMEOUT, version: Any = None
     ) -> list[Any]:
-        if data:
-            self._store().set_many(self._made(data, version), self.get_backend_timeout(timeout))
-        return []
+        """Returns the keys that could not be stored (all of them while the breaker is
+        open), as Django's set_many does."""
+        if not data:
+            return []
+        made = self._made(data, version)
+        store = self._store()
+        seconds = self.get_backend_timeout(timeout)
+
+        def write() -> bool:
+            store.set_many(made, seconds)
+            return True
+
+        stored = self._x.guarded(write, _false)
+        self._x.changed(store, made)
+        return [] if stored else list(data)
 
     async def aset_many(
         self, data: Mapping[Any, Any], timeout: Any = DEFAULT_TIMEOUT, version: Any = None
     ) -> list[Any]:
-        if data:
-            made = self._made(data, version)
-            try:
-                await self._astore().set_many(made, self.get_backend_timeout(timeout))
-            except SynchronousOnlyOperation:  # see _pickles_in_a_thread
-                await self._pickles_in_a_thread(RedisCache.set_many, self, data, timeout, version)
-        return []
+        if not data:
+            return []
+        made = self._made(data, version)
+        store = self._astore()
+        seconds = self.get_backend_timeout(timeout)
+
+        async def write() -> bool:
+            await store.set_many(made, seconds)
+            return True
+
+        try:
+            stored = await self._x.aguarded(write, _false)
+        except SynchronousOnlyOperation:  # see _pickles_in_a_thread
+            failed = await self._pickles_in_a_thread(
+                RedisCache.set_many, self, data, timeout, version
+            )
+            return list(failed)
+        await self._x.achanged(store, made)
+        return [] if stored else list(data)
 
     def delete_many(self, keys: Iterable[Any], version: Any = None) -> None:
         made = [self.make_and_validate_key(key, version=version) for key in keys]
         if made:
-            self._store().delete_many(made)
+            store = self._store()
+            self._x.guarded(lambda: store.delete_many(made), _none)
+            self._x.changed(store, made)
 
     async def adelete_many(self, keys: Iterable[Any], version: Any = None) -> None:
         made = [self.make_and_validate_key(key, version=version) for key in keys]
         if made:
-            await self._astore().delete_many(made)
+            store = self._astore()
+            await self._x.aguarded(lambda: store.delete_many(made), _none)
+            await self._x.achanged(store, made)
 
     def clear(self) -> None:
         """Delete this cache's keys: those starting with KEY_PREFIX + ":" (or
         OPTIONS["clear_prefix"]); with a KEY_FUNCTION of your own and no clear_prefix,
         every key of the database, as Django's RedisCache does."""
-        self._store().clear(self._clear_prefix)
+        store = self._store()
+        self._x.guarded(lambda: store.clear(self._clear_prefix), _unavailable("clear()"))
+        self._x.cleared(store)
 
     async def aclear(self) -> None:
-        await self._astore().clear(self._clear_prefix)
+        store = self._astore()
+        await self._x.aguarded(lambda: store.clear(self._clear_prefix), _unavailable("clear()"))
+        await self._x.acleared(store)
 
     def get_or_set(
         self, key: Any, default: Any, timeout: Any = DEFAULT_TIMEOUT, version: Any = None
@@ -343,7 +510,15 @@ class RedisCache(BaseCache):
         if not callable(default):
             return super().get_or_set(key, default, timeout, version)
         made = self.make_and_validate_key(key, version=version)
-        return self._store().get_or_load(made, default, self.get_backend_timeout(timeout))
+        local = self._x.local()
+        if local is not None:
+            raw = local.get(made)
+            if raw is not MISSING:
+                return self._serializer.loads(raw)
+        store = self._store()
+        seconds = self.get_backend_timeout(timeout)
+        # Redis down (breaker open): the callable is called, as with no cache.
+        return self._x.guarded(lambda: store.get_or_load(made, default, seconds), default)
 
     async def aget_or_set(
         self, key: Any, default: Any, timeout: Any = DEFAULT_TIMEOUT, version: Any = None
@@ -356,7 +531,17 @@ class RedisCache(BaseCache):
             await self.aadd(key, default, timeout, version)
             return await self.aget(key, default, version=version)
         made = self.make_and_validate_key(key, version=version)
-        return await self._astore().get_or_load(made, default, self.get_backend_timeout(timeout))
+        local = self._x.local()
+        if local is not None:
+            raw = local.get(made)
+            if raw is not MISSING:
+                return self._serializer.loads(raw)
+        store = self._astore()
+        seconds = self.get_backend_timeout(timeout)
+        found = await self._x.aguarded(lambda: store.get_or_load(made, default, seconds), _down)
+        if found is _DOWN_VALUE:
+            found = await async_call_loader(default)
+        return found
 
     def begin_load(self, key: Any, version: Any = None) -> str | None:
         """For a value made and stored by other means than get_or_set (the cache
@@ -364,21 +549,25 @@ class RedisCache(BaseCache):
         then set()s before end_load(key, token); None when the value is there or another
         caller's load has ended meanwhile (look again; if it is still missing, make it
         without a lease). One caller at a time holds the lease, across all processes."""
-        key = self.make_and_validate_key(key, version=version)
-        return self._store().begin_load(key)
+        made = self.make_and_validate_key(key, version=version)
+        store = self._store()
+        return self._x.guarded(lambda: store.begin_load(made), _none)
 
     async def abegin_load(self, key: Any, version: Any = None) -> str | None:
-        key = self.make_and_validate_key(key, version=version)
-        return await self._astore().begin_load(key)
+        made = self.make_and_validate_key(key, version=version)
+        store = self._astore()
+        return await self._x.aguarded(lambda: store.begin_load(made), _none)
 
     def end_load(self, key: Any, token: str, version: Any = None) -> None:
         """Give back the lease of begin_load() and wake the callers waiting for it."""
-        key = self.make_and_validate_key(key, version=version)
-        self._store().end_load(key, token)
+        made = self.make_and_validate_key(key, version=version)
+        store = self._store()
+        self._x.guarded(lambda: store.end_load(made, token), _none)
 
     async def aend_load(self, key: Any, token: str, version: Any = None) -> None:
-        key = self.make_and_validate_key(key, version=version)
-        await self._astore().end_load(key, token)
+        made = self.make_and_validate_key(key, version=version)
+        store = self._astore()
+        await self._x.aguarded(lambda: store.end_load(made, token), _none)
 
     def close(self, **kwargs: Any) -> None:
         """Called by Django at the end of each request: the connection pools are kept, as

@@ -80,6 +80,20 @@ class AsyncRedisStore:
         raw = await self.client.get(key)
         return default if raw is None else self._loads(raw)
 
+    async def get_with_pttl(self, key: str) -> tuple[bytes | None, int]:
+        """The raw value and its PTTL (-1: no expiry, -2: missing), in one round trip:
+        what the L1 is filled with."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.get(key)
+        pipe.pttl(key)
+        raw, pttl = await pipe.execute()
+        return raw, int(pttl)
+
+    async def publish(self, message: tuple[str, str] | None) -> None:
+        """PUBLISH (channel, body), an invalidation of the L1s of other processes."""
+        if message is not None:
+            await self.client.publish(*message)
+
     async def get_many(self, keys: list[str]) -> dict[str, Any]:
         if not keys:
             return {}

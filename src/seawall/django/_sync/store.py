@@ -81,6 +81,20 @@ class RedisStore:
         raw = self.client.get(key)
         return default if raw is None else self._loads(raw)
 
+    def get_with_pttl(self, key: str) -> tuple[bytes | None, int]:
+        """The raw value and its PTTL (-1: no expiry, -2: missing), in one round trip:
+        what the L1 is filled with."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.get(key)
+        pipe.pttl(key)
+        raw, pttl = pipe.execute()
+        return raw, int(pttl)
+
+    def publish(self, message: tuple[str, str] | None) -> None:
+        """PUBLISH (channel, body), an invalidation of the L1s of other processes."""
+        if message is not None:
+            self.client.publish(*message)
+
     def get_many(self, keys: list[str]) -> dict[str, Any]:
         if not keys:
             return {}

@@ -1,0 +1,104 @@
+"""What the RedisCache instances of one process share per Redis location: the in-process
+L1 with its invalidation listener, and the circuit breaker.
+
+Django makes one cache instance per thread (`caches["default"]` is thread-local), so an
+L1 or a breaker per instance would be one per thread: a value read by one thread would
+not serve the next, each thread would open its own listener connection, and a dead Redis
+would be tried `failure_threshold` times by every thread. They are kept here instead,
+one per (location, options) and per process; a forked child (a gunicorn worker of a
+preloaded app) starts with none, as what its parent held was never invalidated in it.
+
+The L1 holds the bytes Redis held, decoded on each hit: a caller changing what get()
+returned never changes what the next caller gets (Django's backends give each caller its
+own copy; an L1 hit still costs no I/O). It is kept right across processes by
+seawall.Cache's invalidation listener (one subscriber connection per process): every
+write through the backend publishes the keys it changed, and every process drops them.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any, TypeVar
+
+from seawall.cache import _invalidation_message as message_format
+from seawall.cache._l1 import L1, MISSING
+from seawall.cache._sync.invalidation import Invalidator, get_invalidator
+
+__all__ = ["MISSING", "LocalLevel", "shared"]
+
+# The invalidation namespace of every seawall.django cache: the keys it names are made
+# keys (KEY_PREFIX and VERSION in them), so caches with different prefixes never clash.
+NAMESPACE = "django"
+
+_T = TypeVar("_T")
+_mutex = threading.Lock()
+_shared: dict[Hashable, Any] = {}
+
+
+def shared(key: Hashable, make: Callable[[], _T]) -> _T:
+    """The object made by `make` for `key` in this process (made once)."""
+    found = _shared.get(key)
+    if found is None:
+        with _mutex:
+            found = _shared.get(key)
+            if found is None:
+                found = _shared[key] = make()
+    return found
+
+
+def _forget_at_fork() -> None:
+    _shared.clear()
+
+
+os.register_at_fork(after_in_child=_forget_at_fork)
+
+
+class LocalLevel:
+    """An L1 of raw values, emptied by the writes of every process."""
+
+    def __init__(self, client: Any, size: int, ttl: float) -> None:
+        self.l1 = L1(size, ttl)
+        self._client = client  # the invalidator holds it weakly
+        self.invalidator: Invalidator = get_invalidator(client)
+        self.invalidator.register(NAMESPACE, self.l1)
+
+    def get(self, key: str) -> Any:
+        """The raw value held for `key`, or MISSING."""
+        return self.l1.get(key)
+
+    def fill_epoch(self) -> int | None:
+        """Taken before reading Redis; None: the L1 must not be filled (the listener is
+        not subscribed, so an invalidation could be missed)."""
+        return self.l1.epoch if self.invalidator.listening else None
+
+    def fill(self, key: str, raw: bytes, pttl: int, epoch: int | None) -> None:
+        """Hold what Redis answered (with its PTTL) if nothing was invalidated meanwhile;
+        never past the key's expiry in Redis."""
+        if epoch is None or pttl == -2 or not self.invalidator.listening:
+            return
+        self.l1.put(key, raw, None if pttl < 0 else pttl / 1000, epoch)
+
+    def get_stale(self, key: str, max_age: float) -> Any:
+        return self.l1.get_stale(key, max_age)
+
+    def dropped(self, keys: Iterable[str]) -> tuple[str, str] | None:
+        """Drop `keys` here; the (channel, message) to PUBLISH so every other process
+        drops them too (None: no key)."""
+        keys = list(keys)
+        if not keys:
+            return None
+        self.invalidator.discard_local(NAMESPACE, *keys)
+        sender = self.invalidator.id
+        if len(keys) == 1:
+            body = message_format.encode(sender, message_format.DISCARD, keys[0])
+        else:
+            body = message_format.encode_many(sender, keys)
+        return message_format.channel(NAMESPACE), body
+
+    def cleared(self) -> tuple[str, str]:
+        """Empty the L1 here; the (channel, message) that empties every other process's."""
+        self.invalidator.clear_local(NAMESPACE)
+        body = message_format.encode(self.invalidator.id, message_format.CLEAR)
+        return message_format.channel(NAMESPACE), body
