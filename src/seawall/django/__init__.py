@@ -23,8 +23,11 @@ Entries are stored as Django's RedisCache stores them (ints as digits, the rest 
 so switching between the two backends keeps the cache warm.
 
 Inside: `_async/` (hand-written) and `_sync/` (generated) hold the Redis side of the
-cache and the sessions; `cache.py`, `sessions.py`, `checks.py` and `apps.py` are Django's
-side; `_keys.py` and `_serializer.py` the pure cores; `django_*.lua` the scripts.
+cache and the sessions; `cache.py` (the backend and its sync methods, with its a* methods
+in `_async_methods.py`, its OPTIONS read by `_options.py`, its L1 and breaker in
+`_extras.py` and `_local.py`), `middleware.py`, `sessions.py`, `checks.py` and `apps.py`
+are Django's side; `_keys.py` and `_serializer.py` the pure cores; `django_*.lua` the
+scripts.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from redis.exceptions import TimeoutError as RedisTimeout
 
 from seawall.cache._breaker import CircuitBreaker
 from seawall.django._local import MISSING, LocalLevel, shared
+from seawall.errors import CacheUnavailable
 
 log = logging.getLogger("seawall")
 
@@ -31,6 +32,47 @@ _T = TypeVar("_T")
 REDIS_DOWN = (RedisConnectionError, RedisTimeout, RedisClusterException, OSError, TimeoutError)
 
 BREAKER_OPTIONS = ("failure_threshold", "open_for", "call_timeout")
+
+
+# What a call answers while Redis is down (the breaker open, or no reply): Django's "not
+# there", "not done".
+def answer_false() -> bool:
+    return False
+
+
+def answer_none() -> None:
+    return None
+
+
+def answer_empty() -> dict[str, Any]:
+    return {}
+
+
+DOWN_PTTL = -3  # a PTTL no reply has: Redis did not answer
+
+
+def answer_nothing() -> tuple[None, int]:
+    return None, DOWN_PTTL
+
+
+DOWN_VALUE: Any = object()
+
+
+def answer_down() -> Any:
+    """DOWN_VALUE: the caller then answers by itself (an async loader to await)."""
+    return DOWN_VALUE
+
+
+def answer_unavailable(what: str) -> Callable[[], Any]:
+    """A fallback raising CacheUnavailable: nothing can stand in for the answer."""
+
+    def fail() -> Any:
+        raise CacheUnavailable(
+            f"{what}: Redis does not answer (seawall.django.RedisCache's breaker is open); "
+            "there is nothing to answer in its place"
+        )
+
+    return fail
 
 
 def _breaker_settings(value: Any) -> dict[str, Any] | None:

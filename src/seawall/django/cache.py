@@ -23,134 +23,44 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 import redis
-import redis.asyncio
-import redis.asyncio.cluster
 import redis.cluster
-from asgiref.sync import sync_to_async
-from django.core.cache.backends.base import DEFAULT_TIMEOUT, BaseCache, default_key_func
-from django.core.exceptions import ImproperlyConfigured, SynchronousOnlyOperation
+from django.core.cache.backends.base import DEFAULT_TIMEOUT, default_key_func
+from django.core.exceptions import ImproperlyConfigured
 
-from seawall.django._async.store import AsyncRedisStore
-from seawall.django._extras import Extras
+from seawall.django._async_methods import AsyncMethods
+from seawall.django._extras import (
+    DOWN_PTTL,
+    Extras,
+    answer_empty,
+    answer_false,
+    answer_none,
+    answer_nothing,
+    answer_unavailable,
+)
 from seawall.django._local import MISSING
+from seawall.django._options import location_urls, make_client, refuse_foreign, seconds
 from seawall.django._serializer import make_serializer
 from seawall.django._sync.store import RedisStore
 from seawall.django.errors import NotAnInteger
-from seawall.errors import CacheUnavailable
-from seawall.shared._concurrency import async_call_loader, log
+from seawall.shared._concurrency import log
 
 __all__ = ["NotAnInteger", "RedisCache"]
 
-# django-redis's OPTIONS and what to write here instead (None: nothing to write).
-DJANGO_REDIS_OPTIONS = {
-    "CLIENT_CLASS": None,
-    "SERIALIZER": "serializer",
-    "COMPRESSOR": None,
-    "SOCKET_TIMEOUT": "socket_timeout",
-    "SOCKET_CONNECT_TIMEOUT": "socket_connect_timeout",
-    "PASSWORD": "password",
-    "CONNECTION_POOL_KWARGS": "the pool's options themselves (max_connections, ...)",
-    "CONNECTION_POOL_CLASS": None,
-    "PARSER_CLASS": "parser_class",
-    "REDIS_CLIENT_CLASS": None,
-    "REDIS_CLIENT_KWARGS": "the client's options themselves",
-    "IGNORE_EXCEPTIONS": None,
-}
 
-# OPTIONS seawall reads; every other option goes to redis-py's client (db, password,
-# socket_timeout, max_connections, ssl_cert_reqs, ...).
-OWN_OPTIONS = {
-    "serializer",
-    "lease",
-    "wait_timeout",
-    "cluster",
-    "clear_prefix",
-    "l1_size",
-    "l1_ttl",
-    "breaker",
-}
-
-
-# Answers of a call while Redis is down (the breaker open, or no reply): Django's "not
-# there", "not done".
-def _false() -> bool:
-    return False
-
-
-def _none() -> None:
-    return None
-
-
-_DOWN = -3  # a PTTL no reply has: Redis did not answer
-
-
-def _empty() -> dict[str, Any]:
-    return {}
-
-
-def _nothing() -> tuple[None, int]:
-    return None, _DOWN
-
-
-_DOWN_VALUE: Any = object()
-
-
-def _down() -> Any:
-    return _DOWN_VALUE
-
-
-def _unavailable(what: str) -> Any:
-    def fail() -> Any:
-        raise CacheUnavailable(
-            f"{what}: Redis does not answer (seawall.django.RedisCache's breaker is open); "
-            "there is nothing to answer in its place"
-        )
-
-    return fail
-
-
-def _seconds(value: Any, what: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise ImproperlyConfigured(
-            f"OPTIONS[{what!r}] must be a number of seconds > 0, got {value!r}"
-        )
-    return float(value)
-
-
-class RedisCache(BaseCache):
+class RedisCache(AsyncMethods):
     """A Django cache backend on Redis (or a Redis Cluster) through seawall."""
 
     def __init__(self, server: str | list[str] | tuple[str, ...], params: dict[str, Any]) -> None:
         super().__init__(params)
         options = dict(params.get("OPTIONS") or {})
-        for name in sorted(options):
-            if name in DJANGO_REDIS_OPTIONS:
-                instead = DJANGO_REDIS_OPTIONS[name]
-                hint = f"write {instead!r} instead" if instead else "it has no equivalent here"
-                raise ImproperlyConfigured(
-                    f"OPTIONS[{name!r}] is a django-redis option; seawall.django.RedisCache "
-                    f"does not read it: {hint} (docs/django.md, 'Moving from django-redis')"
-                )
-            if name in ("MAX_ENTRIES", "CULL_FREQUENCY"):
-                raise ImproperlyConfigured(
-                    f"OPTIONS[{name!r}]: Redis bounds its memory itself (maxmemory and "
-                    "maxmemory-policy in the server's configuration); remove this option"
-                )
-        if isinstance(server, str):
-            urls = [url.strip() for url in server.replace(";", ",").split(",") if url.strip()]
-        else:
-            urls = [str(url) for url in server]
-        if not urls:
-            raise ImproperlyConfigured(
-                "seawall.django.RedisCache needs a LOCATION: a redis:// URL, or a list of "
-                "URLs of Redis Cluster nodes"
-            )
+        refuse_foreign(options)
+        urls = location_urls(server)
         self._urls = urls
         self._cluster = bool(options.pop("cluster", len(urls) > 1))
         self._serializer = make_serializer(options.pop("serializer", None))
-        self._lease = _seconds(options.pop("lease", 10.0), "lease")
+        self._lease = seconds(options.pop("lease", 10.0), "lease")
         wait = options.pop("wait_timeout", None)
-        self._wait_timeout = 2 * self._lease if wait is None else _seconds(wait, "wait_timeout")
+        self._wait_timeout = 2 * self._lease if wait is None else seconds(wait, "wait_timeout")
         clear_prefix = options.pop("clear_prefix", None)
         if clear_prefix is None and self.key_func is default_key_func:
             clear_prefix = f"{self.key_prefix}:"
@@ -164,7 +74,6 @@ class RedisCache(BaseCache):
         self._mutex = threading.Lock()
         self._sync_store: RedisStore | None = None
         self._warned_on_loop = False
-        self._async_stores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncRedisStore]
         self._async_stores = weakref.WeakKeyDictionary()
 
     # --- clients --------------------------------------------------------------------
@@ -172,10 +81,6 @@ class RedisCache(BaseCache):
     def client(self) -> redis.Redis | redis.cluster.RedisCluster:
         """The sync redis-py client (made on first use, shared by the threads)."""
         return self._store().client
-
-    def async_client(self) -> redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster:
-        """The asyncio redis-py client of the running event loop."""
-        return self._astore().client
 
     def checking_client(self, timeout: float) -> redis.Redis | redis.cluster.RedisCluster:
         """A new sync client whose every call gives up after `timeout` seconds (for
@@ -206,39 +111,9 @@ class RedisCache(BaseCache):
                 store = self._sync_store
         return store
 
-    def _astore(self) -> AsyncRedisStore:
-        # asyncio connections belong to the loop that opened them: one client per loop.
-        loop = asyncio.get_running_loop()
-        store = self._async_stores.get(loop)
-        if store is None:
-            with self._mutex:
-                store = self._async_stores.get(loop)
-                if store is None:
-                    store = self._async_stores[loop] = AsyncRedisStore(
-                        self._make_client(redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster),
-                        self._serializer,
-                        lease=self._lease,
-                        wait_timeout=self._wait_timeout,
-                    )
-        return store
-
     def _make_client(self, single: Any, cluster: Any, options: dict[str, Any] | None = None) -> Any:
         options = self._client_options if options is None else options
-        if not self._cluster:
-            return single.from_url(self._urls[0], **options)
-        nodes_module = (
-            redis.asyncio.cluster
-            if cluster is redis.asyncio.cluster.RedisCluster
-            else redis.cluster
-        )
-        nodes = []
-        for url in self._urls[1:]:
-            parsed = redis.connection.parse_url(url)  # type: ignore[no-untyped-call,unused-ignore]
-            nodes.append(
-                nodes_module.ClusterNode(parsed.get("host", "localhost"), parsed.get("port", 6379))
-            )
-        extra = {"startup_nodes": nodes} if nodes else {}
-        return cluster.from_url(self._urls[0], **extra, **options)
+        return make_client(self._urls, self._cluster, single, cluster, options)
 
     # --- Django's BaseCache -------------------------------------------------------
 
@@ -258,26 +133,9 @@ class RedisCache(BaseCache):
         made = self.make_and_validate_key(key, version=version)
         store = self._store()
         seconds = self.get_backend_timeout(timeout)
-        added = self._x.guarded(lambda: store.add(made, value, seconds), _false)
+        added = self._x.guarded(lambda: store.add(made, value, seconds), answer_false)
         if added:
             self._x.changed(store, [made])
-        return added
-
-    async def aadd(
-        self, key: Any, value: Any, timeout: Any = DEFAULT_TIMEOUT, version: Any = None
-    ) -> bool:
-        made = self.make_and_validate_key(key, version=version)
-        store = self._astore()
-        seconds = self.get_backend_timeout(timeout)
-        try:
-            added = await self._x.aguarded(lambda: store.add(made, value, seconds), _false)
-        except SynchronousOnlyOperation:  # see _pickles_in_a_thread
-            added = await self._pickles_in_a_thread(
-                RedisCache.add, self, key, value, timeout, version
-            )
-            return bool(added)
-        if added:
-            await self._x.achanged(store, [made])
         return added
 
     def get(self, key: Any, default: Any = None, version: Any = None) -> Any:
@@ -293,30 +151,14 @@ class RedisCache(BaseCache):
         if raw is not MISSING:
             return self._serializer.loads(raw)
         epoch = local.fill_epoch()
-        raw, pttl = self._x.guarded(lambda: store.get_with_pttl(made), _nothing)
-        return self._filled(local, made, raw, pttl, epoch, default)
-
-    async def aget(self, key: Any, default: Any = None, version: Any = None) -> Any:
-        made = self.make_and_validate_key(key, version=version)
-        store = self._astore()
-        local = self._x.local()
-        if local is None:
-            return await self._x.aguarded(
-                lambda: store.get(made, default),
-                lambda: self._x.stale_or(made, default, self._serializer.loads),
-            )
-        raw = local.get(made)
-        if raw is not MISSING:
-            return self._serializer.loads(raw)
-        epoch = local.fill_epoch()
-        raw, pttl = await self._x.aguarded(lambda: store.get_with_pttl(made), _nothing)
+        raw, pttl = self._x.guarded(lambda: store.get_with_pttl(made), answer_nothing)
         return self._filled(local, made, raw, pttl, epoch, default)
 
     def _filled(
         self, local: Any, key: str, raw: Any, pttl: int, epoch: int | None, default: Any
     ) -> Any:
         if raw is None:
-            if pttl == _DOWN:
+            if pttl == DOWN_PTTL:
                 return self._x.stale_or(key, default, self._serializer.loads)
             return default
         value = self._serializer.loads(raw)  # before filling: a value that cannot be read
@@ -329,59 +171,23 @@ class RedisCache(BaseCache):
         made = self.make_and_validate_key(key, version=version)
         store = self._store()
         seconds = self.get_backend_timeout(timeout)
-        self._x.guarded(lambda: store.set(made, value, seconds), _none)
+        self._x.guarded(lambda: store.set(made, value, seconds), answer_none)
         self._x.changed(store, [made])
-
-    async def aset(
-        self, key: Any, value: Any, timeout: Any = DEFAULT_TIMEOUT, version: Any = None
-    ) -> None:
-        made = self.make_and_validate_key(key, version=version)
-        store = self._astore()
-        seconds = self.get_backend_timeout(timeout)
-        try:
-            await self._x.aguarded(lambda: store.set(made, value, seconds), _none)
-        except SynchronousOnlyOperation:  # see _pickles_in_a_thread
-            await self._pickles_in_a_thread(RedisCache.set, self, key, value, timeout, version)
-            return
-        await self._x.achanged(store, [made])
-
-    async def _pickles_in_a_thread(self, method: Any, *args: Any) -> Any:
-        """Pickling a QuerySet runs its query (a model instance with deferred fields
-        may too), which Django refuses on an event loop; the value is then written by
-        the sync method in Django's sync thread, as Django's default a* methods do. The
-        refusal comes before anything is sent, so nothing is written twice."""
-        return await sync_to_async(method, thread_sensitive=True)(*args)
 
     def touch(self, key: Any, timeout: Any = DEFAULT_TIMEOUT, version: Any = None) -> bool:
         made = self.make_and_validate_key(key, version=version)
         store = self._store()
         seconds = self.get_backend_timeout(timeout)
-        touched = self._x.guarded(lambda: store.touch(made, seconds), _false)
+        touched = self._x.guarded(lambda: store.touch(made, seconds), answer_false)
         if touched:  # a copy held elsewhere must not outlive a shorter expiry
             self._x.changed(store, [made])
-        return touched
-
-    async def atouch(self, key: Any, timeout: Any = DEFAULT_TIMEOUT, version: Any = None) -> bool:
-        made = self.make_and_validate_key(key, version=version)
-        store = self._astore()
-        seconds = self.get_backend_timeout(timeout)
-        touched = await self._x.aguarded(lambda: store.touch(made, seconds), _false)
-        if touched:
-            await self._x.achanged(store, [made])
         return touched
 
     def delete(self, key: Any, version: Any = None) -> bool:
         made = self.make_and_validate_key(key, version=version)
         store = self._store()
-        deleted = self._x.guarded(lambda: store.delete(made), _false)
+        deleted = self._x.guarded(lambda: store.delete(made), answer_false)
         self._x.changed(store, [made])
-        return deleted
-
-    async def adelete(self, key: Any, version: Any = None) -> bool:
-        made = self.make_and_validate_key(key, version=version)
-        store = self._astore()
-        deleted = await self._x.aguarded(lambda: store.delete(made), _false)
-        await self._x.achanged(store, [made])
         return deleted
 
     def _key_map(self, keys: Iterable[Any], version: Any) -> dict[str, Any]:
@@ -390,13 +196,7 @@ class RedisCache(BaseCache):
     def get_many(self, keys: Iterable[Any], version: Any = None) -> dict[Any, Any]:
         made = self._key_map(keys, version)
         store = self._store()
-        found = self._x.guarded(lambda: store.get_many(list(made)), _empty)
-        return {made[key]: value for key, value in found.items()}
-
-    async def aget_many(self, keys: Iterable[Any], version: Any = None) -> dict[Any, Any]:
-        made = self._key_map(keys, version)
-        store = self._astore()
-        found = await self._x.aguarded(lambda: store.get_many(list(made)), _empty)
+        found = self._x.guarded(lambda: store.get_many(list(made)), answer_empty)
         return {made[key]: value for key, value in found.items()}
 
     def has_key(self, key: Any, version: Any = None) -> bool:
@@ -405,28 +205,13 @@ class RedisCache(BaseCache):
         if local is not None and local.get(made) is not MISSING:
             return True
         store = self._store()
-        return self._x.guarded(lambda: store.has_key(made), _false)
-
-    async def ahas_key(self, key: Any, version: Any = None) -> bool:
-        made = self.make_and_validate_key(key, version=version)
-        local = self._x.local()
-        if local is not None and local.get(made) is not MISSING:
-            return True
-        store = self._astore()
-        return await self._x.aguarded(lambda: store.has_key(made), _false)
+        return self._x.guarded(lambda: store.has_key(made), answer_false)
 
     def incr(self, key: Any, delta: int = 1, version: Any = None) -> int:
         made = self.make_and_validate_key(key, version=version)
         store = self._store()
-        value: int = self._x.guarded(lambda: store.incr(made, delta), _unavailable(made))
+        value: int = self._x.guarded(lambda: store.incr(made, delta), answer_unavailable(made))
         self._x.changed(store, [made])
-        return value
-
-    async def aincr(self, key: Any, delta: int = 1, version: Any = None) -> int:
-        made = self.make_and_validate_key(key, version=version)
-        store = self._astore()
-        value: int = await self._x.aguarded(lambda: store.incr(made, delta), _unavailable(made))
-        await self._x.achanged(store, [made])
         return value
 
     def _made(self, data: Mapping[Any, Any], version: Any) -> dict[str, Any]:
@@ -447,59 +232,24 @@ class RedisCache(BaseCache):
             store.set_many(made, seconds)
             return True
 
-        stored = self._x.guarded(write, _false)
+        stored = self._x.guarded(write, answer_false)
         self._x.changed(store, made)
-        return [] if stored else list(data)
-
-    async def aset_many(
-        self, data: Mapping[Any, Any], timeout: Any = DEFAULT_TIMEOUT, version: Any = None
-    ) -> list[Any]:
-        if not data:
-            return []
-        made = self._made(data, version)
-        store = self._astore()
-        seconds = self.get_backend_timeout(timeout)
-
-        async def write() -> bool:
-            await store.set_many(made, seconds)
-            return True
-
-        try:
-            stored = await self._x.aguarded(write, _false)
-        except SynchronousOnlyOperation:  # see _pickles_in_a_thread
-            failed = await self._pickles_in_a_thread(
-                RedisCache.set_many, self, data, timeout, version
-            )
-            return list(failed)
-        await self._x.achanged(store, made)
         return [] if stored else list(data)
 
     def delete_many(self, keys: Iterable[Any], version: Any = None) -> None:
         made = [self.make_and_validate_key(key, version=version) for key in keys]
         if made:
             store = self._store()
-            self._x.guarded(lambda: store.delete_many(made), _none)
+            self._x.guarded(lambda: store.delete_many(made), answer_none)
             self._x.changed(store, made)
-
-    async def adelete_many(self, keys: Iterable[Any], version: Any = None) -> None:
-        made = [self.make_and_validate_key(key, version=version) for key in keys]
-        if made:
-            store = self._astore()
-            await self._x.aguarded(lambda: store.delete_many(made), _none)
-            await self._x.achanged(store, made)
 
     def clear(self) -> None:
         """Delete this cache's keys: those starting with KEY_PREFIX + ":" (or
         OPTIONS["clear_prefix"]); with a KEY_FUNCTION of your own and no clear_prefix,
         every key of the database, as Django's RedisCache does."""
         store = self._store()
-        self._x.guarded(lambda: store.clear(self._clear_prefix), _unavailable("clear()"))
+        self._x.guarded(lambda: store.clear(self._clear_prefix), answer_unavailable("clear()"))
         self._x.cleared(store)
-
-    async def aclear(self) -> None:
-        store = self._astore()
-        await self._x.aguarded(lambda: store.clear(self._clear_prefix), _unavailable("clear()"))
-        await self._x.acleared(store)
 
     def get_or_set(
         self, key: Any, default: Any, timeout: Any = DEFAULT_TIMEOUT, version: Any = None
@@ -520,29 +270,6 @@ class RedisCache(BaseCache):
         # Redis down (breaker open): the callable is called, as with no cache.
         return self._x.guarded(lambda: store.get_or_load(made, default, seconds), default)
 
-    async def aget_or_set(
-        self, key: Any, default: Any, timeout: Any = DEFAULT_TIMEOUT, version: Any = None
-    ) -> Any:
-        """As get_or_set; `default` may also be an async function."""
-        if not callable(default):
-            found = await self.aget(key, self._missing_key, version=version)
-            if found is not self._missing_key:
-                return found
-            await self.aadd(key, default, timeout, version)
-            return await self.aget(key, default, version=version)
-        made = self.make_and_validate_key(key, version=version)
-        local = self._x.local()
-        if local is not None:
-            raw = local.get(made)
-            if raw is not MISSING:
-                return self._serializer.loads(raw)
-        store = self._astore()
-        seconds = self.get_backend_timeout(timeout)
-        found = await self._x.aguarded(lambda: store.get_or_load(made, default, seconds), _down)
-        if found is _DOWN_VALUE:
-            found = await async_call_loader(default)
-        return found
-
     def begin_load(self, key: Any, version: Any = None) -> str | None:
         """For a value made and stored by other means than get_or_set (the cache
         middleware's pages): a token if this caller is to make `key`'s value, which it
@@ -551,23 +278,13 @@ class RedisCache(BaseCache):
         without a lease). One caller at a time holds the lease, across all processes."""
         made = self.make_and_validate_key(key, version=version)
         store = self._store()
-        return self._x.guarded(lambda: store.begin_load(made), _none)
-
-    async def abegin_load(self, key: Any, version: Any = None) -> str | None:
-        made = self.make_and_validate_key(key, version=version)
-        store = self._astore()
-        return await self._x.aguarded(lambda: store.begin_load(made), _none)
+        return self._x.guarded(lambda: store.begin_load(made), answer_none)
 
     def end_load(self, key: Any, token: str, version: Any = None) -> None:
         """Give back the lease of begin_load() and wake the callers waiting for it."""
         made = self.make_and_validate_key(key, version=version)
         store = self._store()
-        self._x.guarded(lambda: store.end_load(made, token), _none)
-
-    async def aend_load(self, key: Any, token: str, version: Any = None) -> None:
-        made = self.make_and_validate_key(key, version=version)
-        store = self._astore()
-        await self._x.aguarded(lambda: store.end_load(made, token), _none)
+        self._x.guarded(lambda: store.end_load(made, token), answer_none)
 
     def close(self, **kwargs: Any) -> None:
         """Called by Django at the end of each request: the connection pools are kept, as
@@ -578,3 +295,6 @@ class RedisCache(BaseCache):
 
     def __repr__(self) -> str:
         return f"<seawall.django.RedisCache {', '.join(self._urls)}>"
+
+
+RedisCache._sync_face = RedisCache
