@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import pickle
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -174,3 +175,26 @@ def test_wrong_options_are_refused_by_name(url: str) -> None:
         RedisCache(url, {"OPTIONS": {"l1_size": -1}})
     with pytest.raises(ImproperlyConfigured, match="breaker"):
         RedisCache(url, {"OPTIONS": {"breaker": {"threshold": 3}}})
+
+
+def test_the_cache_instances_of_a_process_share_their_clients(url: str) -> None:
+    # Django makes one instance per thread: each thread of a server opening its own pool
+    # and wake-up listener would pay for new connections at its first requests.
+    mine = RedisCache(url, {"OPTIONS": {"max_connections": 50}})
+    others: list[RedisCache] = []
+    thread = threading.Thread(
+        target=lambda: others.append(RedisCache(url, {"OPTIONS": {"max_connections": 50}}))
+    )
+    thread.start()
+    thread.join()
+    other = others[0]
+    assert mine.client() is other.client()
+    assert RedisCache(url, {"OPTIONS": {"max_connections": 49}}).client() is not mine.client()
+
+    async def async_clients() -> tuple[Any, Any]:
+        return mine.async_client(), other.async_client()
+
+    first = asyncio.run(async_clients())
+    assert first[0] is first[1]
+    second = asyncio.run(async_clients())
+    assert second[0] is second[1] and second[0] is not first[0], "a client of a closed loop"

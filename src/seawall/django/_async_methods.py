@@ -31,7 +31,7 @@ from seawall.django._extras import (
     answer_nothing,
     answer_unavailable,
 )
-from seawall.django._local import MISSING
+from seawall.django._local import MISSING, per_loop
 from seawall.shared._concurrency import async_call_loader
 
 
@@ -44,6 +44,7 @@ class AsyncMethods(BaseCache):
     _lease: float
     _wait_timeout: float
     _mutex: threading.Lock
+    _where: Any
     _async_stores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncRedisStore]
     # The class whose sync methods write in Django's thread (see _pickles_in_a_thread):
     # RedisCache's own, never a subclass's override, which may call an a* method back.
@@ -54,15 +55,23 @@ class AsyncMethods(BaseCache):
         return self._astore().client
 
     def _astore(self) -> AsyncRedisStore:
-        # asyncio connections belong to the loop that opened them: one client per loop.
+        # asyncio connections belong to the loop that opened them: one client per loop
+        # (shared by the instances of this process, see _local).
         loop = asyncio.get_running_loop()
         store = self._async_stores.get(loop)
         if store is None:
             with self._mutex:
                 store = self._async_stores.get(loop)
                 if store is None:
+                    client = per_loop(
+                        ("async client", self._where),
+                        loop,
+                        lambda: self._make_client(
+                            redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster
+                        ),
+                    )
                     store = self._async_stores[loop] = AsyncRedisStore(
-                        self._make_client(redis.asyncio.Redis, redis.asyncio.cluster.RedisCluster),
+                        client,
                         self._serializer,
                         lease=self._lease,
                         wait_timeout=self._wait_timeout,

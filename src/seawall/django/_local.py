@@ -1,12 +1,16 @@
-"""What the RedisCache instances of one process share per Redis location: the in-process
+"""What the RedisCache instances of one process share per Redis location: the redis-py
+clients (with their connection pools and get_or_set's wake-up listener), the in-process
 L1 with its invalidation listener, and the circuit breaker.
 
-Django makes one cache instance per thread (`caches["default"]` is thread-local), so an
-L1 or a breaker per instance would be one per thread: a value read by one thread would
-not serve the next, each thread would open its own listener connection, and a dead Redis
-would be tried `failure_threshold` times by every thread. They are kept here instead,
-one per (location, options) and per process; a forked child (a gunicorn worker of a
-preloaded app) starts with none, as what its parent held was never invalidated in it.
+Django makes one cache instance per thread (`caches["default"]` is thread-local, and
+per request context under ASGI), so a client, an L1 or a breaker per instance would be
+one per thread: each new thread would open its own connections and its own pub/sub
+listener before its first answer, a value read by one thread would not serve the next,
+and a dead Redis would be tried `failure_threshold` times by every thread. They are kept
+here instead, one per (location, options) and per process (the asyncio clients one per
+event loop too); a forked child (a gunicorn worker of a preloaded app) starts with none,
+as its parent's connections are not its own and what its parent held was never
+invalidated in it.
 
 The L1 holds the bytes Redis held, decoded on each hit: a caller changing what get()
 returned never changes what the next caller gets (Django's backends give each caller its
@@ -26,7 +30,7 @@ from seawall.cache import _invalidation_message as message_format
 from seawall.cache._l1 import L1, MISSING
 from seawall.cache._sync.invalidation import Invalidator, get_invalidator
 
-__all__ = ["MISSING", "LocalLevel", "shared"]
+__all__ = ["MISSING", "LocalLevel", "per_loop", "shared"]
 
 # The invalidation namespace of every seawall.django cache: the keys it names are made
 # keys (KEY_PREFIX and VERSION in them), so caches with different prefixes never clash.
@@ -45,6 +49,21 @@ def shared(key: Hashable, make: Callable[[], _T]) -> _T:
             found = _shared.get(key)
             if found is None:
                 found = _shared[key] = make()
+    return found
+
+
+def per_loop(key: Hashable, loop: Any, make: Callable[[], _T]) -> _T:
+    """The object made by `make` for `key` and event loop `loop` in this process (made
+    once per loop; those of loops closed meanwhile are dropped)."""
+    loops: dict[Any, Any] = shared(key, dict)
+    found = loops.get(loop)
+    if found is None:
+        with _mutex:
+            found = loops.get(loop)
+            if found is None:
+                for closed in [other for other in loops if other.is_closed()]:
+                    del loops[closed]
+                found = loops[loop] = make()
     return found
 
 

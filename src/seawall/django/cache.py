@@ -37,7 +37,7 @@ from seawall.django._extras import (
     answer_nothing,
     answer_unavailable,
 )
-from seawall.django._local import MISSING
+from seawall.django._local import MISSING, shared
 from seawall.django._options import location_urls, make_client, refuse_foreign, seconds
 from seawall.django._serializer import make_serializer
 from seawall.django._sync.store import RedisStore
@@ -71,6 +71,9 @@ class RedisCache(AsyncMethods):
             )
         self._x = Extras(options, (tuple(urls), self._cluster), self._make_client)
         self._client_options = options
+        # The clients are shared by the instances of this process with the same location
+        # and client options (see _local).
+        self._where = (tuple(urls), self._cluster, repr(sorted(options.items())))
         self._mutex = threading.Lock()
         self._sync_store: RedisStore | None = None
         self._warned_on_loop = False
@@ -103,7 +106,10 @@ class RedisCache(AsyncMethods):
             with self._mutex:
                 if self._sync_store is None:
                     self._sync_store = RedisStore(
-                        self._make_client(redis.Redis, redis.cluster.RedisCluster),
+                        shared(
+                            ("client", self._where),
+                            lambda: self._make_client(redis.Redis, redis.cluster.RedisCluster),
+                        ),
                         self._serializer,
                         lease=self._lease,
                         wait_timeout=self._wait_timeout,
