@@ -98,7 +98,9 @@ def test_a_fragment_is_rendered_once_across_processes(seawall_server: Any) -> No
     admin.flushdb()
     with SPAWN.Pool(PROCESSES, djangoworkers.setup, (url, DJANGOS)) as pool:
         _round(pool, url, DJANGOS, "fragment:django")
-        assert int(admin.get("renders")) > PROCESSES, "Django's tag rendered once per process"
+        # Its threads miss together: more than one rendering (how many depends on how
+        # closely they start on a loaded machine, so only "more than one" is asserted).
+        assert int(admin.get("renders")) > 1, "Django's tag rendered only once"
     admin.close()
 
 
