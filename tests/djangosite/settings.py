@@ -26,4 +26,10 @@ DATABASES = {
         "NAME": os.environ.get("DJANGOSITE_DB", ":memory:"),
     }
 }
+if os.environ.get("DJANGOSITE_REPLICA_DB"):
+    # A replica the tests update by hand, late: its lag is theirs to choose.
+    DATABASES["replica"] = {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": os.environ["DJANGOSITE_REPLICA_DB"],
+    }
 DEFAULT_AUTO_FIELD = "django.db.models.AutoField"

@@ -20,6 +20,7 @@ from asgiref.sync import sync_to_async
 from django.core.cache.backends.base import DEFAULT_TIMEOUT, BaseCache
 from django.core.exceptions import SynchronousOnlyOperation
 
+from seawall.django._async.again import AsyncSecondDeletes
 from seawall.django._async.store import AsyncRedisStore
 from seawall.django._extras import (
     DOWN_VALUE,
@@ -139,9 +140,18 @@ class AsyncMethods(BaseCache):
             await self._x.achanged(store, [made])
         return touched
 
-    async def adelete(self, key: Any, version: Any = None) -> bool:
+    def _asecond_deletes(self, store: AsyncRedisStore) -> AsyncSecondDeletes:
+        loop = asyncio.get_running_loop()
+        key = ("async again", self._where)
+        return per_loop(key, loop, lambda: AsyncSecondDeletes(store, self._x.local))
+
+    async def adelete(
+        self, key: Any, version: Any = None, *, again_after: float | None = None
+    ) -> bool:
         made = self.make_and_validate_key(key, version=version)
         store = self._astore()
+        if again_after is not None:
+            await self._asecond_deletes(store).schedule([made], again_after)
         deleted = await self._x.aguarded(lambda: store.delete(made), answer_false)
         await self._x.achanged(store, [made])
         return deleted
@@ -190,10 +200,14 @@ class AsyncMethods(BaseCache):
         await self._x.achanged(store, made)
         return [] if stored else list(data)
 
-    async def adelete_many(self, keys: Iterable[Any], version: Any = None) -> None:
+    async def adelete_many(
+        self, keys: Iterable[Any], version: Any = None, *, again_after: float | None = None
+    ) -> None:
         made = [self.make_and_validate_key(key, version=version) for key in keys]
         if made:
             store = self._astore()
+            if again_after is not None:
+                await self._asecond_deletes(store).schedule(made, again_after)
             await self._x.aguarded(lambda: store.delete_many(made), answer_none)
             await self._x.achanged(store, made)
 

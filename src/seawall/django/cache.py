@@ -40,6 +40,7 @@ from seawall.django._extras import (
 from seawall.django._local import MISSING, shared
 from seawall.django._options import location_urls, make_client, refuse_foreign, seconds
 from seawall.django._serializer import make_serializer
+from seawall.django._sync.again import SecondDeletes
 from seawall.django._sync.store import RedisStore
 from seawall.django.errors import NotAnInteger
 from seawall.shared._concurrency import log
@@ -115,7 +116,13 @@ class RedisCache(AsyncMethods):
                         wait_timeout=self._wait_timeout,
                     )
                 store = self._sync_store
+            # From its first use on, this process carries out due second deletes
+            # (again_after), those of processes that died included.
+            self._second_deletes(store).serve()
         return store
+
+    def _second_deletes(self, store: RedisStore) -> SecondDeletes:
+        return shared(("again", self._where), lambda: SecondDeletes(store, self._x.local))
 
     def _make_client(self, single: Any, cluster: Any, options: dict[str, Any] | None = None) -> Any:
         options = self._client_options if options is None else options
@@ -189,9 +196,14 @@ class RedisCache(AsyncMethods):
             self._x.changed(store, [made])
         return touched
 
-    def delete(self, key: Any, version: Any = None) -> bool:
+    def delete(self, key: Any, version: Any = None, *, again_after: float | None = None) -> bool:
+        """Django's delete(); with `again_after` (seconds), delete it once more that much
+        later (the delayed double delete, docs/django.md): the second delete is recorded
+        in Redis before the first, so it happens even if this process dies."""
         made = self.make_and_validate_key(key, version=version)
         store = self._store()
+        if again_after is not None:
+            self._second_deletes(store).schedule([made], again_after)
         deleted = self._x.guarded(lambda: store.delete(made), answer_false)
         self._x.changed(store, [made])
         return deleted
@@ -242,10 +254,14 @@ class RedisCache(AsyncMethods):
         self._x.changed(store, made)
         return [] if stored else list(data)
 
-    def delete_many(self, keys: Iterable[Any], version: Any = None) -> None:
+    def delete_many(
+        self, keys: Iterable[Any], version: Any = None, *, again_after: float | None = None
+    ) -> None:
         made = [self.make_and_validate_key(key, version=version) for key in keys]
         if made:
             store = self._store()
+            if again_after is not None:
+                self._second_deletes(store).schedule(made, again_after)
             self._x.guarded(lambda: store.delete_many(made), answer_none)
             self._x.changed(store, made)
 
