@@ -7,6 +7,7 @@ when the process that scheduled it died at once."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 from pathlib import Path
 from typing import Any
@@ -69,3 +70,20 @@ def test_the_second_delete_happens_when_its_process_died(seawall_url: str, tmp_p
         time.sleep(0.02)
     assert admin.zcard("seawall:cache-again:{seawall.django}") == 0
     admin.close()
+
+
+def test_adelete_schedules_the_second_delete_on_the_event_loop(seawall_url: str) -> None:
+    cache = RedisCache(seawall_url, {})
+
+    async def scenario() -> None:
+        await cache.aset("product:1", OLD)
+        await cache.aset("product:2", OLD)
+        assert await cache.adelete("product:1", again_after=AGAIN_AFTER)
+        await cache.adelete_many(["product:2"], again_after=AGAIN_AFTER)
+        await cache.aset_many({"product:1": OLD, "product:2": OLD})  # late fills
+        deadline = time.monotonic() + BOUND
+        while await cache.aget_many(["product:1", "product:2"]):
+            assert time.monotonic() < deadline, "the second deletes never happened"
+            await asyncio.sleep(0.02)
+
+    asyncio.run(scenario())
