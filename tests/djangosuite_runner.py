@@ -11,6 +11,7 @@ a backend through settings and a subclass, as its own runtests.py does for its R
 - cache-async: the same tests with every sync call going through the backend's a* twin
   (djangosuite_async_face.AsyncFacedRedisCache), since Django's tests_async.py only
   covers the dummy backend;
+- cache-stale: the same tests with OPTIONS stale_ttl (stale copies kept by get_or_set);
 - sessions: Django's SessionTestsMixin with backend = seawall.django.sessions.SessionStore,
   as Django runs it for each of its engines.
 
@@ -64,8 +65,10 @@ def suites(url: str) -> dict[str, type]:
 
     from seawall.django.sessions import SessionStore
 
-    def on(backend: str) -> Any:
-        params = {"BACKEND": backend, "LOCATION": url}
+    def on(backend: str, options: dict[str, Any] | None = None) -> Any:
+        params: dict[str, Any] = {"BACKEND": backend, "LOCATION": url}
+        if options:
+            params["OPTIONS"] = options
         return override_settings(
             CACHES=cache_tests.caches_setting_for_tests(
                 base=params, exclude=cache_tests.redis_excluded_caches
@@ -82,12 +85,19 @@ def suites(url: str) -> dict[str, type]:
     class SeawallAsyncRedisCacheTests(cache_tests.RedisCacheTests):  # type: ignore[misc,name-defined]
         __unittest_skip__ = False
 
+    # The same tests with stale copies kept (OPTIONS stale_ttl): every write drops them,
+    # and nothing Django asks for changes.
+    @on("seawall.django.RedisCache", {"stale_ttl": 60.0})
+    class SeawallStaleRedisCacheTests(cache_tests.RedisCacheTests):  # type: ignore[misc,name-defined]
+        __unittest_skip__ = False
+
     class SeawallSessionTests(session_tests.SessionTestsMixin, SimpleTestCase):  # type: ignore[misc,name-defined]
         backend = SessionStore
 
     return {
         "cache": SeawallRedisCacheTests,
         "cache-async": SeawallAsyncRedisCacheTests,
+        "cache-stale": SeawallStaleRedisCacheTests,
         "sessions": SeawallSessionTests,
     }
 

@@ -44,6 +44,7 @@ class AsyncMethods(BaseCache):
     _serializer: Any
     _lease: float
     _wait_timeout: float
+    _stale_ttl: float | None
     _mutex: threading.Lock
     _where: Any
     _async_stores: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncRedisStore]
@@ -76,6 +77,7 @@ class AsyncMethods(BaseCache):
                         self._serializer,
                         lease=self._lease,
                         wait_timeout=self._wait_timeout,
+                        stale_ttl=self._stale_ttl,
                     )
         return store
 
@@ -142,7 +144,7 @@ class AsyncMethods(BaseCache):
 
     def _asecond_deletes(self, store: AsyncRedisStore) -> AsyncSecondDeletes:
         loop = asyncio.get_running_loop()
-        key = ("async again", self._where)
+        key = ("async again", self._where, self._stale_ttl)
         return per_loop(key, loop, lambda: AsyncSecondDeletes(store, self._x.local))
 
     async def adelete(

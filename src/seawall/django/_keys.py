@@ -23,6 +23,7 @@ from seawall.shared._keys import PREFIX, hash_tag
 
 LEASE = f"{PREFIX}:django:lease:"
 WAITERS = f"{PREFIX}:django:waiters:"
+STALE = f"{PREFIX}:django:stale:"
 
 
 def _tagged(key: str) -> str:
@@ -47,3 +48,8 @@ def flight_keys(key: str) -> tuple[str, str, str]:
     """(value, lease, waiters) of Django key `key`; the three share one slot."""
     tagged = _tagged(key)
     return key, LEASE + tagged, WAITERS + tagged
+
+
+def stale_key(key: str) -> str:
+    """The stale copy of Django key `key` (OPTIONS stale_ttl), in the key's slot."""
+    return STALE + _tagged(key)

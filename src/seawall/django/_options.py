@@ -38,6 +38,7 @@ OWN_OPTIONS = {
     "l1_size",
     "l1_ttl",
     "breaker",
+    "stale_ttl",
 }
 
 

@@ -62,6 +62,8 @@ class RedisCache(AsyncMethods):
         self._lease = seconds(options.pop("lease", 10.0), "lease")
         wait = options.pop("wait_timeout", None)
         self._wait_timeout = 2 * self._lease if wait is None else seconds(wait, "wait_timeout")
+        stale = options.pop("stale_ttl", None)
+        self._stale_ttl = None if stale in (None, 0) else seconds(stale, "stale_ttl")
         clear_prefix = options.pop("clear_prefix", None)
         if clear_prefix is None and self.key_func is default_key_func:
             clear_prefix = f"{self.key_prefix}:"
@@ -114,6 +116,7 @@ class RedisCache(AsyncMethods):
                         self._serializer,
                         lease=self._lease,
                         wait_timeout=self._wait_timeout,
+                        stale_ttl=self._stale_ttl,
                     )
                 store = self._sync_store
             # From its first use on, this process carries out due second deletes
@@ -122,7 +125,8 @@ class RedisCache(AsyncMethods):
         return store
 
     def _second_deletes(self, store: RedisStore) -> SecondDeletes:
-        return shared(("again", self._where), lambda: SecondDeletes(store, self._x.local))
+        key = ("again", self._where, self._stale_ttl)
+        return shared(key, lambda: SecondDeletes(store, self._x.local))
 
     def _make_client(self, single: Any, cluster: Any, options: dict[str, Any] | None = None) -> Any:
         options = self._client_options if options is None else options

@@ -1,6 +1,7 @@
 -- incr()/decr(): add to an integer value, only if the key exists, keeping its expiry.
 -- KEYS[1] the value (an integer stored as its decimal digits, as Django's RedisCache
 --         stores ints)
+-- KEYS[2] (optional) the key's stale copy (OPTIONS stale_ttl): dropped by the change
 -- ARGV[1] the delta, a decimal integer
 -- returns {1, new value}
 --         {0}     no such key (Django's incr() raises ValueError)
@@ -14,4 +15,8 @@ end
 if not string.match(value, '^%-?%d+$') then
   return {-1}
 end
-return {1, redis.call('incrby', KEYS[1], ARGV[1])}
+local result = redis.call('incrby', KEYS[1], ARGV[1])
+if KEYS[2] then
+  redis.call('del', KEYS[2])
+end
+return {1, result}

@@ -23,7 +23,7 @@ import redis.asyncio.cluster
 
 from seawall.cache._async.waker import get_cache_waker
 from seawall.cache._codec import CACHE_WAKE_PREFIX
-from seawall.django._keys import flight_keys
+from seawall.django._keys import STALE, flight_keys, stale_key
 from seawall.django.errors import NotAnInteger
 from seawall.errors import CacheWaitTimeout
 from seawall.shared import _concurrency, _scripts, _tokens
@@ -63,13 +63,28 @@ class AsyncRedisStore:
     """Django's cache operations on one redis-py client (a server or a Cluster)."""
 
     def __init__(
-        self, client: AsyncClient, serializer: Any, *, lease: float, wait_timeout: float
+        self,
+        client: AsyncClient,
+        serializer: Any,
+        *,
+        lease: float,
+        wait_timeout: float,
+        stale_ttl: float | None = None,
     ) -> None:
         self.client = client
         self.serializer = serializer
         self.lease_ms = px(lease)
         self.wait_timeout = wait_timeout
+        # OPTIONS stale_ttl: get_or_set's write-back leaves a stale copy beside the value,
+        # living this much longer, which waiters get while the next load runs; every
+        # other write drops it (see _stale).
+        self.stale_ms = None if not stale_ttl else px(stale_ttl)
         self.cluster = isinstance(client, redis.asyncio.cluster.RedisCluster)
+
+    def _stale(self, key: str) -> list[str]:
+        """The key's stale copy, to drop with any write (none without stale_ttl): a
+        waiter must never get a value older than the last write."""
+        return [] if self.stale_ms is None else [stale_key(key)]
 
     # --- values ---------------------------------------------------------------------
 
@@ -111,8 +126,14 @@ class AsyncRedisStore:
 
     async def set(self, key: str, value: Any, timeout: float | None) -> None:
         payload = self.serializer.dumps(value)
+        stale = self._stale(key)
         if timeout == 0:
-            await self.client.delete(key)
+            await self.client.delete(key, *stale)
+        elif stale:
+            pipe = self.client.pipeline(transaction=False)
+            pipe.set(key, payload, px=None if timeout is None else px(timeout))
+            pipe.delete(*stale)
+            await pipe.execute()
         elif timeout is None:
             await self.client.set(key, payload)
         else:
@@ -123,6 +144,12 @@ class AsyncRedisStore:
         if timeout == 0:
             # Stored and gone at once: the answer is only whether it would have been.
             return not await self.client.exists(key)
+        stale = self._stale(key)
+        if stale:
+            pipe = self.client.pipeline(transaction=False)
+            pipe.set(key, payload, nx=True, px=None if timeout is None else px(timeout))
+            pipe.delete(*stale)  # if nothing was added, only a copy of the value in place
+            return bool((await pipe.execute())[0])
         if timeout is None:
             return bool(await self.client.set(key, payload, nx=True))
         return bool(await self.client.set(key, payload, nx=True, px=px(timeout)))
@@ -140,6 +167,8 @@ class AsyncRedisStore:
                 pipe.set(key, payload)
             else:
                 pipe.set(key, payload, px=px(timeout))
+            for stale in self._stale(key):
+                pipe.delete(stale)
         await pipe.execute()
 
     async def touch(self, key: str, timeout: float | None) -> bool:
@@ -150,7 +179,11 @@ class AsyncRedisStore:
             pipe.exists(key)
             return bool((await pipe.execute())[1])
         if timeout == 0:
-            return bool(await self.client.delete(key))
+            pipe = self.client.pipeline(transaction=False)
+            pipe.delete(key)
+            for stale in self._stale(key):
+                pipe.delete(stale)
+            return bool((await pipe.execute())[0])
         return bool(await self.client.pexpire(key, px(timeout)))
 
     async def delete(self, key: str) -> bool:
@@ -159,19 +192,19 @@ class AsyncRedisStore:
         value, lease, _ = flight_keys(key)
         pipe = self.client.pipeline(transaction=False)
         pipe.delete(value)
-        pipe.delete(lease)
+        pipe.delete(lease, *self._stale(key))
         return bool((await pipe.execute())[0])
 
     async def delete_many(self, keys: Iterable[str]) -> None:
         names = []
         for key in keys:
             value, lease, _ = flight_keys(key)
-            names += [value, lease]
+            names += [value, lease, *self._stale(key)]
         if names:
             await self.client.delete(*names)
 
     async def incr(self, key: str, delta: int) -> int:
-        reply = await run_script(self.client, _INCR, [key], [delta])
+        reply = await run_script(self.client, _INCR, [key, *self._stale(key)], [delta])
         code = int(reply[0])
         if code == 0:
             raise ValueError(f"Key '{key}' not found.")
@@ -189,8 +222,15 @@ class AsyncRedisStore:
         if prefix is None:
             await self.client.flushdb()
             return
+        await self._unlink_matching(glob_escape(prefix) + "*")
+        if self.stale_ms is not None:
+            # Stale copies are named by the hash tag before the key: those of every
+            # cache of this database go (each only spares its waiters a wait).
+            await self._unlink_matching(glob_escape(STALE) + "*")
+
+    async def _unlink_matching(self, pattern: str) -> None:
         batch: list[Any] = []
-        async for name in self.client.scan_iter(match=glob_escape(prefix) + "*", count=1000):
+        async for name in self.client.scan_iter(match=pattern, count=1000):
             batch.append(name)
             if len(batch) >= CLEAR_BATCH:
                 await self.client.unlink(*batch)
@@ -206,6 +246,7 @@ class AsyncRedisStore:
             return self._loads(raw)
         keys = flight_keys(key)
         lease = keys[1]
+        stale = self._stale(key)
         token = _tokens.token_hex()
         waker = get_cache_waker(self.client)
         deadline = _concurrency.monotonic() + self.wait_timeout
@@ -216,10 +257,13 @@ class AsyncRedisStore:
             watch = waker.watch(lease)
             try:
                 reply = await run_script(
-                    self.client, _LOAD, keys, [token, self.lease_ms, waker.id if listening else ""]
+                    self.client,
+                    _LOAD,
+                    [*keys, *stale],
+                    [token, self.lease_ms, waker.id if listening else ""],
                 )
                 code = int(reply[0])
-                if code == 1:
+                if code in (1, 4):  # the value, or the stale copy while another loads
                     return self._loads(reply[1])
                 if code == 2:
                     return await self._load(keys, token, loader, timeout)
@@ -297,7 +341,10 @@ class AsyncRedisStore:
             raise
         store = "0" if timeout == 0 else "1"
         ttl = "" if timeout is None or timeout == 0 else px(timeout)
-        await run_script(
-            self.client, _LOADED, keys, [token, store, payload, ttl, CACHE_WAKE_PREFIX, message]
-        )
+        names, args = list(keys), [token, store, payload, ttl, CACHE_WAKE_PREFIX, message]
+        if self.stale_ms is not None and ttl != "":
+            # A value kept for ever never leaves a gap for a stale copy to fill.
+            names.append(stale_key(keys[0]))
+            args.append(int(ttl) + self.stale_ms)
+        await run_script(self.client, _LOADED, names, args)
         return value

@@ -24,7 +24,7 @@ import redis.cluster
 
 from seawall.cache._sync.waker import get_cache_waker
 from seawall.cache._codec import CACHE_WAKE_PREFIX
-from seawall.django._keys import flight_keys
+from seawall.django._keys import STALE, flight_keys, stale_key
 from seawall.django.errors import NotAnInteger
 from seawall.errors import CacheWaitTimeout
 from seawall.shared import _concurrency, _scripts, _tokens
@@ -64,13 +64,28 @@ class RedisStore:
     """Django's cache operations on one redis-py client (a server or a Cluster)."""
 
     def __init__(
-        self, client: Client, serializer: Any, *, lease: float, wait_timeout: float
+        self,
+        client: Client,
+        serializer: Any,
+        *,
+        lease: float,
+        wait_timeout: float,
+        stale_ttl: float | None = None,
     ) -> None:
         self.client = client
         self.serializer = serializer
         self.lease_ms = px(lease)
         self.wait_timeout = wait_timeout
+        # OPTIONS stale_ttl: get_or_set's write-back leaves a stale copy beside the value,
+        # living this much longer, which waiters get while the next load runs; every
+        # other write drops it (see _stale).
+        self.stale_ms = None if not stale_ttl else px(stale_ttl)
         self.cluster = isinstance(client, redis.cluster.RedisCluster)
+
+    def _stale(self, key: str) -> list[str]:
+        """The key's stale copy, to drop with any write (none without stale_ttl): a
+        waiter must never get a value older than the last write."""
+        return [] if self.stale_ms is None else [stale_key(key)]
 
     # --- values ---------------------------------------------------------------------
 
@@ -112,8 +127,14 @@ class RedisStore:
 
     def set(self, key: str, value: Any, timeout: float | None) -> None:
         payload = self.serializer.dumps(value)
+        stale = self._stale(key)
         if timeout == 0:
-            self.client.delete(key)
+            self.client.delete(key, *stale)
+        elif stale:
+            pipe = self.client.pipeline(transaction=False)
+            pipe.set(key, payload, px=None if timeout is None else px(timeout))
+            pipe.delete(*stale)
+            pipe.execute()
         elif timeout is None:
             self.client.set(key, payload)
         else:
@@ -124,6 +145,12 @@ class RedisStore:
         if timeout == 0:
             # Stored and gone at once: the answer is only whether it would have been.
             return not self.client.exists(key)
+        stale = self._stale(key)
+        if stale:
+            pipe = self.client.pipeline(transaction=False)
+            pipe.set(key, payload, nx=True, px=None if timeout is None else px(timeout))
+            pipe.delete(*stale)  # if nothing was added, only a copy of the value in place
+            return bool((pipe.execute())[0])
         if timeout is None:
             return bool(self.client.set(key, payload, nx=True))
         return bool(self.client.set(key, payload, nx=True, px=px(timeout)))
@@ -141,6 +168,8 @@ class RedisStore:
                 pipe.set(key, payload)
             else:
                 pipe.set(key, payload, px=px(timeout))
+            for stale in self._stale(key):
+                pipe.delete(stale)
         pipe.execute()
 
     def touch(self, key: str, timeout: float | None) -> bool:
@@ -151,7 +180,11 @@ class RedisStore:
             pipe.exists(key)
             return bool((pipe.execute())[1])
         if timeout == 0:
-            return bool(self.client.delete(key))
+            pipe = self.client.pipeline(transaction=False)
+            pipe.delete(key)
+            for stale in self._stale(key):
+                pipe.delete(stale)
+            return bool((pipe.execute())[0])
         return bool(self.client.pexpire(key, px(timeout)))
 
     def delete(self, key: str) -> bool:
@@ -160,19 +193,19 @@ class RedisStore:
         value, lease, _ = flight_keys(key)
         pipe = self.client.pipeline(transaction=False)
         pipe.delete(value)
-        pipe.delete(lease)
+        pipe.delete(lease, *self._stale(key))
         return bool((pipe.execute())[0])
 
     def delete_many(self, keys: Iterable[str]) -> None:
         names = []
         for key in keys:
             value, lease, _ = flight_keys(key)
-            names += [value, lease]
+            names += [value, lease, *self._stale(key)]
         if names:
             self.client.delete(*names)
 
     def incr(self, key: str, delta: int) -> int:
-        reply = run_script(self.client, _INCR, [key], [delta])
+        reply = run_script(self.client, _INCR, [key, *self._stale(key)], [delta])
         code = int(reply[0])
         if code == 0:
             raise ValueError(f"Key '{key}' not found.")
@@ -190,8 +223,15 @@ class RedisStore:
         if prefix is None:
             self.client.flushdb()
             return
+        self._unlink_matching(glob_escape(prefix) + "*")
+        if self.stale_ms is not None:
+            # Stale copies are named by the hash tag before the key: those of every
+            # cache of this database go (each only spares its waiters a wait).
+            self._unlink_matching(glob_escape(STALE) + "*")
+
+    def _unlink_matching(self, pattern: str) -> None:
         batch: list[Any] = []
-        for name in self.client.scan_iter(match=glob_escape(prefix) + "*", count=1000):
+        for name in self.client.scan_iter(match=pattern, count=1000):
             batch.append(name)
             if len(batch) >= CLEAR_BATCH:
                 self.client.unlink(*batch)
@@ -207,6 +247,7 @@ class RedisStore:
             return self._loads(raw)
         keys = flight_keys(key)
         lease = keys[1]
+        stale = self._stale(key)
         token = _tokens.token_hex()
         waker = get_cache_waker(self.client)
         deadline = _concurrency.monotonic() + self.wait_timeout
@@ -217,10 +258,13 @@ class RedisStore:
             watch = waker.watch(lease)
             try:
                 reply = run_script(
-                    self.client, _LOAD, keys, [token, self.lease_ms, waker.id if listening else ""]
+                    self.client,
+                    _LOAD,
+                    [*keys, *stale],
+                    [token, self.lease_ms, waker.id if listening else ""],
                 )
                 code = int(reply[0])
-                if code == 1:
+                if code in (1, 4):  # the value, or the stale copy while another loads
                     return self._loads(reply[1])
                 if code == 2:
                     return self._load(keys, token, loader, timeout)
@@ -296,7 +340,10 @@ class RedisStore:
             raise
         store = "0" if timeout == 0 else "1"
         ttl = "" if timeout is None or timeout == 0 else px(timeout)
-        run_script(
-            self.client, _LOADED, keys, [token, store, payload, ttl, CACHE_WAKE_PREFIX, message]
-        )
+        names, args = list(keys), [token, store, payload, ttl, CACHE_WAKE_PREFIX, message]
+        if self.stale_ms is not None and ttl != "":
+            # A value kept for ever never leaves a gap for a stale copy to fill.
+            names.append(stale_key(keys[0]))
+            args.append(int(ttl) + self.stale_ms)
+        run_script(self.client, _LOADED, names, args)
         return value
