@@ -19,7 +19,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisClusterException
 from redis.exceptions import TimeoutError as RedisTimeout
 
-from seawall.cache._breaker import CircuitBreaker
+from seawall import CircuitBreaker
 from seawall.django._local import MISSING, LocalLevel, shared
 from seawall.errors import CacheUnavailable
 
