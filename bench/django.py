@@ -8,7 +8,8 @@ once. Per backend: renderings per expiry (the rendering stands for the view's qu
 and the requesters' latency. seawall.django runs under seawall.django's cache_page, the
 others under Django's. The "bare wait" row uses no cache at all: in each process, the
 first requester renders and the others wait for it on an event, the least any cache can
-do here; seawall.django's p99 is compared with it.
+do here; seawall.django's p99 is compared with it. The "page not expired" row asks for the
+page while it is there: what serving a cached page to these threads costs.
 (b) A hit: cache.get() of a small dict through each backend in one thread (pickle, as
 Django stores it, for all), against Django's RedisCache in the same passes; (c) a hit
 from seawall.django's in-process L1 (OPTIONS l1_size) against that same built-in hit.
@@ -64,7 +65,10 @@ BACKENDS = {
     DJANGO_REDIS: "django_redis.cache.RedisCache",
     BUILTIN: "django.core.cache.backends.redis.RedisCache",
 }
-STAMPEDE = [BARE, SEAWALL, DJANGO_REDIS, BUILTIN]
+# The same requests on a page that has not expired: what serving it from Redis costs
+# these 200 threads, rendering aside.
+HITS_ONLY = "seawall.django, page not expired"
+STAMPEDE = [BARE, HITS_ONLY, SEAWALL, DJANGO_REDIS, BUILTIN]
 
 HIT_BUILTIN = "hit: Django's RedisCache"
 HIT_SEAWALL = "hit: seawall.django"
@@ -150,7 +154,7 @@ def _page_view(contender: str, renders: list[int]) -> Any:
 
     if contender == BARE:
         return _one_rendering_per_process(render)
-    if contender == SEAWALL:
+    if contender in (SEAWALL, HITS_ONLY):
         from seawall.django import cache_page
     else:
         from django.views.decorators.cache import cache_page
@@ -183,7 +187,8 @@ def _one_rendering_per_process(render: Any) -> Any:
 def worker_main(plan: Plan, barrier: Any, conn: Connection, index: int) -> None:
     """Child process: a warm-up round, then `rounds` stampedes of `requesters` threads on
     the page; sends the latencies of the measured rounds and the renderings counted."""
-    backend = BACKENDS.get(plan.contender, BACKENDS[BUILTIN])
+    backend = BACKENDS[SEAWALL] if plan.contender == HITS_ONLY else BACKENDS.get(plan.contender)
+    backend = backend or BACKENDS[BUILTIN]
     configure(plan.url, plan.run_id, {"default": (backend, {})})
     from django.core.cache import cache
     from django.test import RequestFactory
@@ -198,7 +203,7 @@ def worker_main(plan: Plan, barrier: Any, conn: Connection, index: int) -> None:
         barrier.wait(60)
         if round_no == 1:
             renders.clear()
-        if round_no and index == 0:
+        if round_no and index == 0 and plan.contender != HITS_ONLY:
             # The page expires; its Vary headers (the cache_header key) stay, as they
             # outlive it when both have the same timeout and the headers were learnt first.
             pages = list(admin.scan_iter(match=f"{plan.run_id}:*cache_page*", count=1000))
