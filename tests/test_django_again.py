@@ -20,6 +20,7 @@ from conftest import SPAWN
 djangoworkers.setup("redis://unused", "django.core.cache.backends.locmem.LocMemCache")
 
 from seawall.django import RedisCache  # noqa: E402
+from seawall.django._local import MISSING  # noqa: E402
 
 AGAIN_AFTER = 0.5
 # The second delete is carried out within 0.5 s of its due time (seawall.Cache's sweeper
@@ -87,3 +88,26 @@ def test_adelete_schedules_the_second_delete_on_the_event_loop(seawall_url: str)
             await asyncio.sleep(0.02)
 
     asyncio.run(scenario())
+
+
+def test_the_second_delete_reaches_an_l1_whichever_cache_carries_it_out(
+    seawall_url: str,
+) -> None:
+    # Two caches of one process on one Redis, the first without an L1: the second delete
+    # is carried out by a deleter of either, and must still drop the other's L1 copy.
+    plain = RedisCache(seawall_url, {})
+    assert plain.get("product:1") is None
+    held = RedisCache(seawall_url, {"OPTIONS": {"l1_size": 100, "l1_ttl": 60.0}})
+    local = held._x.local()
+    assert local is not None
+    held.set("product:1", OLD)
+    deadline = time.monotonic() + 10
+    while local.get(held.make_key("product:1")) is MISSING:
+        assert time.monotonic() < deadline, "the L1 never held the value"
+        assert held.get("product:1") == OLD
+        time.sleep(0.01)
+    plain.delete("product:1", again_after=AGAIN_AFTER)
+    deadline = time.monotonic() + BOUND
+    while held.get("product:1") is not None:
+        assert time.monotonic() < deadline, "the L1 copy outlived the second delete"
+        time.sleep(0.02)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import threading
+import uuid
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, TypeVar
 
@@ -30,7 +31,7 @@ from seawall.cache import _invalidation_message as message_format
 from seawall.cache._l1 import L1, MISSING
 from seawall.cache._sync.invalidation import Invalidator, get_invalidator
 
-__all__ = ["MISSING", "LocalLevel", "per_loop", "shared"]
+__all__ = ["MISSING", "LocalLevel", "invalidation", "per_loop", "shared"]
 
 # The invalidation namespace of every seawall.django cache: the keys it names are made
 # keys (KEY_PREFIX and VERSION in them), so caches with different prefixes never clash.
@@ -65,6 +66,25 @@ def per_loop(key: Hashable, loop: Any, make: Callable[[], _T]) -> _T:
                     del loops[closed]
                 found = loops[loop] = make()
     return found
+
+
+# The sender of invalidations published by no L1 of this process (see invalidation()):
+# never an L1 listener's own id, so every listener acts on them, this process's too.
+_NO_L1_SENDER = uuid.uuid4().hex
+
+
+def invalidation(keys: Iterable[str]) -> tuple[str, str] | None:
+    """The (channel, message) that drops `keys` from the L1 of every process, for a
+    writer with no L1 of its own (second deletes, the change-log follower): they must
+    reach the L1s of other caches and processes all the same. None: no key."""
+    keys = list(keys)
+    if not keys:
+        return None
+    if len(keys) == 1:
+        body = message_format.encode(_NO_L1_SENDER, message_format.DISCARD, keys[0])
+    else:
+        body = message_format.encode_many(_NO_L1_SENDER, keys)
+    return message_format.channel(NAMESPACE), body
 
 
 def _forget_at_fork() -> None:

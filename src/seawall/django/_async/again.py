@@ -19,6 +19,7 @@ from typing import Any
 from seawall.cache._async.again import get_sweeper, schedule
 from seawall.django._async.store import AsyncRedisStore
 from seawall.django._extras import REDIS_DOWN
+from seawall.django._local import invalidation
 from seawall.errors import CacheUnavailable
 from seawall.shared._validate import check_seconds
 
@@ -41,11 +42,14 @@ class AsyncSecondDeletes:
 
     async def drop_everywhere(self, keys: list[str]) -> None:
         """Delete the made `keys` as delete_many() does (values, load leases, every
-        process's L1), never through the breaker: a Redis error reaches the caller."""
+        process's L1, whether this cache has an L1 or not), never through the breaker: a
+        Redis error reaches the caller."""
         await self._store.delete_many(keys)
         local = self._local()
-        if local is not None:
-            await self._store.publish(local.dropped(keys))
+        # Published even without an L1 here: the deleter a process's sweeper picks may be
+        # that of a cache without one, while another cache, or process, keeps copies.
+        message = invalidation(keys) if local is None else local.dropped(keys)
+        await self._store.publish(message)
 
     def serve(self) -> None:
         """Have this process (this event loop for asyncio) carry out the schedule's due
