@@ -57,7 +57,7 @@ SERVERS = [
         ["/usr/share/java/zookeeper.jar", "/usr/share/zookeeper/zookeeper.jar"],
         ["zookeeper", "default-jre-headless"],
     ),
-    ("Chromium (seawall.sessions browser test)", ["chromium", "/usr/bin/chromium"], ["chromium"]),
+    ("Chromium (the sessions browser tests)", ["chromium", "/usr/bin/chromium"], ["chromium"]),
     ("ChromeDriver", ["chromedriver", "/usr/bin/chromedriver"], ["chromium-driver"]),
 ]
 # The ones benchmarks start (bench/cdc.py, cp_locks.py, orm.py, sink.py): no browser.

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import redis.cluster
+from browsers import chromium  # noqa: F401  (the fixture: a headless Chromium)
 from lockworkers import async_client, sync_client
 
 SPAWN = multiprocessing.get_context("spawn")

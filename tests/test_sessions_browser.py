@@ -3,9 +3,7 @@ is recognised by another. Needs Debian's `chromium` and `chromium-driver`."""
 
 from __future__ import annotations
 
-import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -16,6 +14,7 @@ from typing import Any
 
 import pytest
 import sessionapps
+from browsers import page_json
 
 HERE = Path(__file__).resolve().parent
 
@@ -58,59 +57,23 @@ def two_processes(standalone: Any) -> Iterator[list[str]]:
             process.wait(10)
 
 
-@pytest.fixture
-def chromium(tmp_path: Path) -> Iterator[Any]:
-    browser_bin, driver_bin = shutil.which("chromium"), shutil.which("chromedriver")
-    if not (browser_bin and driver_bin):
-        pytest.fail("headless Chromium is missing: apt-get install -y chromium chromium-driver")
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = browser_bin
-    for flag in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        f"--user-data-dir={tmp_path / 'chromium'}",
-    ):
-        options.add_argument(flag)
-    driver = webdriver.Chrome(options=options, service=Service(executable_path=driver_bin))
-    try:
-        yield driver
-    finally:
-        driver.quit()
-
-
-def _page_json(driver: Any, url: str) -> Any:
-    from selenium.webdriver.common.by import By
-
-    driver.get(url)
-    return json.loads(driver.find_element(By.TAG_NAME, "body").text)
-
-
 def test_a_browser_logged_in_on_one_process_is_recognised_by_another(
     two_processes: list[str], chromium: Any
 ) -> None:
     first, second = two_processes
-    assert _page_json(chromium, f"{first}/") == {"data": {}, "user": None}
-    _page_json(chromium, f"{first}/put?cart=3")
+    assert page_json(chromium, f"{first}/") == {"data": {}, "user": None}
+    page_json(chromium, f"{first}/put?cart=3")
     anonymous = chromium.get_cookie("session")["value"]
-    _page_json(chromium, f"{first}/login?user=alice")
+    page_json(chromium, f"{first}/login?user=alice")
     cookie = chromium.get_cookie("session")
     assert cookie["value"] != anonymous and cookie["httpOnly"] and cookie["sameSite"] == "Lax"
     # HttpOnly: the page's scripts cannot read the id.
     assert "session" not in chromium.execute_script("return document.cookie")
     # Cookies are per host, not per port: the second process gets the same cookie.
-    assert _page_json(chromium, f"{second}/") == {
+    assert page_json(chromium, f"{second}/") == {
         "data": {"cart": "3", "user": "alice"},
         "user": "alice",
     }
-    _page_json(chromium, f"{second}/logout")
+    page_json(chromium, f"{second}/logout")
     assert chromium.get_cookie("session") is None
-    assert _page_json(chromium, f"{first}/") == {"data": {}, "user": None}
+    assert page_json(chromium, f"{first}/") == {"data": {}, "user": None}

@@ -15,6 +15,7 @@ CORE = {"shared", "cache", "locks", "stock", "bloom"}
 ABOVE_CORE = {
     "cdc",
     "sessions",
+    "django",
     "sqlalchemy",
     "ops",
     "cli",
@@ -151,7 +152,8 @@ def test_the_root_holds_the_public_faces_and_one_folder_per_family() -> None:
     modules = {path.name for path in PACKAGE.glob("*.py")}
     assert modules >= ROOT_MODULES
     assert len(modules - ROOT_MODULES) <= 6, sorted(modules - ROOT_MODULES)
-    for name in ("cache", "locks", "stock", "bloom", "shared", "sessions", "etcd", "zookeeper"):
+    families = ("cache", "locks", "stock", "bloom", "shared", "sessions", "etcd", "zookeeper")
+    for name in (*families, "django"):
         folder = PACKAGE / name
         assert (folder / "_async").is_dir() and (folder / "_sync").is_dir(), name
         docstring = ast.get_docstring(ast.parse((folder / "__init__.py").read_text()))

@@ -42,10 +42,17 @@ def follow(
     ttl: float = 10.0,
     status_interval: float = 10.0,
     on_status: Callable[[FollowerStatus], None] | None = None,
+    on_invalidated: Callable[[list[tuple[str, str]]], None] | None = None,
 ) -> None:
     """Follow `source` until interrupted (Ctrl-C): `Follower(...).run()` in one call."""
     follower = Follower(
-        source, redis, maps, ttl=ttl, status_interval=status_interval, on_status=on_status
+        source,
+        redis,
+        maps,
+        ttl=ttl,
+        status_interval=status_interval,
+        on_status=on_status,
+        on_invalidated=on_invalidated,
     )
     try:
         follower.run()

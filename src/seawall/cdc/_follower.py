@@ -80,6 +80,13 @@ class Follower:
     a redis-py client (give it a socket_timeout so a frozen Redis is retried, not waited
     on forever); `maps` are `TABLE=NAMESPACE[:COLUMN]` strings or TableMap objects.
     `ttl` is the election lock's: a standby takes over within it when the leader dies.
+
+    `on_invalidated(entries)`, if given, is called with each batch's (namespace, key)
+    pairs once their seawall.Cache entries are voided, before the checkpoint moves past
+    them: the place to invalidate copies kept under other keys (seawall.django's
+    `seawall_follow` deletes Django cache keys there). It must be idempotent: a batch
+    is retried whole, the call included, when Redis did not answer (a redis-py error
+    or an OSError raised by it counts as that); any other exception ends the follower.
     """
 
     def __init__(
@@ -91,6 +98,7 @@ class Follower:
         ttl: float = 10.0,
         status_interval: float = 10.0,
         on_status: Callable[[FollowerStatus], None] | None = None,
+        on_invalidated: Callable[[list[tuple[str, str]]], None] | None = None,
     ) -> None:
         if isinstance(source, str):
             from seawall.cdc._sources import open_source
@@ -106,6 +114,7 @@ class Follower:
         self.ttl = ttl
         self.status_interval = status_interval
         self._on_status = on_status
+        self._on_invalidated = on_invalidated
         self._sender = new_sender()
         self._generations: dict[str, int] = {}  # of the cache namespaces (see invalidate)
         self._stop = threading.Event()
@@ -269,10 +278,7 @@ class Follower:
                 changes += 1
                 keys += self._keys_of(event)
         if keys:
-            done = self._redis_call(
-                lambda: invalidate(self._redis, keys, self._sender, self._generations)
-            )
-            self._invalidated += done
+            self._invalidated += self._redis_call(lambda: self._invalidate(keys))
         self._changes += changes
         labels = (self.source.name,)
         if changes:
@@ -288,6 +294,12 @@ class Follower:
             self.source.confirm(last.position)
         except SourceError as exc:
             log.warning("seawall follow: %s (the position is checkpointed; confirmed later)", exc)
+
+    def _invalidate(self, keys: list[tuple[str, str]]) -> int:
+        done = invalidate(self._redis, keys, self._sender, self._generations)
+        if self._on_invalidated is not None:
+            self._on_invalidated(list(dict.fromkeys(keys)))
+        return done
 
     def _keys_of(self, change: RowChange) -> list[tuple[str, str]]:
         target = self._targets.get(change.table)
