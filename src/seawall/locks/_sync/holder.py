@@ -191,6 +191,32 @@ class LeaseHolder(Holder):
             cached = self._waker = (here, get_waker(self._client))
         return cached[1]
 
+    def _first_try(self, key: str, attempt: Callable[[], Any]) -> tuple[bool | None, Any, Any]:
+        """The first try of a blocking acquire, made before a turn when nobody here waits
+        for `key` (most acquisitions find it free and end here): `attempt()` answers None
+        when it acquired, else what the turn's loop goes on from.
+
+        Returns (done, claimed, missed): `done` True or False is the acquire's answer
+        (acquired; no reply by the deadline); None means go on to a turn, with `claimed`
+        (the claim on the local queue, or None: no try was made) and `missed` (the failed
+        try's answer, for the turn's first try)."""
+        waker = self._get_waker()
+        claimed = waker.claim(key)
+        if claimed is None:
+            return None, None, None
+        try:
+            missed = attempt()
+        except TimeoutError:  # no reply by the deadline (a frozen server)
+            waker.unclaim(key, claimed)
+            return False, None, None
+        except BaseException:
+            waker.unclaim(key, claimed)
+            raise
+        if missed is None:
+            waker.unclaim(key, claimed)
+            return True, None, None
+        return None, claimed, missed
+
     def _try_acquire(
         self,
         script: _scripts.LuaScript,

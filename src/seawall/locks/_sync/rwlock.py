@@ -138,25 +138,13 @@ class RWSide(LeaseHolder):
         if not blocking:
             return self._attempt(token, me) is None
         deadline = None if wait_for is None else _concurrency.monotonic() + wait_for
-        waker = self._get_waker()
-        missed: int | None = None  # the answer of a first try made before a turn
+        done, claimed, missed = self._first_try(
+            self._turn_key, lambda: self._attempt(token, me, deadline=deadline)
+        )
+        if done is not None:
+            return done
         blocker_pttl: int | None
-        claimed = waker.claim(self._turn_key)
-        if claimed is not None:
-            # Nobody here waits for this side: the first try needs no turn (see
-            # Lock.acquire).
-            try:
-                missed = self._attempt(token, me, deadline=deadline)
-            except TimeoutError:  # no reply by the deadline (a frozen server)
-                waker.unclaim(self._turn_key, claimed)
-                return False
-            except BaseException:
-                waker.unclaim(self._turn_key, claimed)
-                raise
-            if missed is None:
-                waker.unclaim(self._turn_key, claimed)
-                return True
-        with waker.turn(self._turn_key, claimed) as turn:
+        with self._get_waker().turn(self._turn_key, claimed) as turn:
             if not turn.wait_turn(left_until(deadline)):
                 return False
             if not turn.first:

@@ -106,24 +106,13 @@ class Semaphore(LeaseHolder):
 
     def _wait(self, token: str, me: object, wait_for: float | None) -> bool:
         deadline = None if wait_for is None else _concurrency.monotonic() + wait_for
-        waker = self._get_waker()
-        missed: tuple[int, str] | None = None  # the answer of a first try made before a turn
+        done, claimed, missed = self._first_try(
+            self._keys.key, lambda: self._attempt(token, me, deadline=deadline)
+        )
+        if done is not None:
+            return done
         outcome: tuple[int, str] | None
-        claimed = waker.claim(self._keys.key)
-        if claimed is not None:
-            # Nobody here waits for a permit: the first try needs no turn (see Lock.acquire).
-            try:
-                missed = self._attempt(token, me, deadline=deadline)
-            except TimeoutError:  # no reply by the deadline (a frozen server)
-                waker.unclaim(self._keys.key, claimed)
-                return False
-            except BaseException:
-                waker.unclaim(self._keys.key, claimed)
-                raise
-            if missed is None:
-                waker.unclaim(self._keys.key, claimed)
-                return True
-        with waker.turn(self._keys.key, claimed) as turn:
+        with self._get_waker().turn(self._keys.key, claimed) as turn:
             if not turn.wait_turn(left_until(deadline)):
                 return False
             if not turn.first:
