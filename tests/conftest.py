@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import gc
 import itertools
 import multiprocessing
 import os
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -13,6 +15,20 @@ import pytest
 import redis.cluster
 from browsers import chromium  # noqa: F401  (the fixture: a headless Chromium)
 from lockworkers import async_client, sync_client
+
+
+@pytest.fixture(autouse=True)
+def _forget_django_caches(request: pytest.FixtureRequest) -> Iterator[None]:
+    """After a seawall.django test, drop the clients and caches its process keeps for
+    every later cache instance (seawall.django._local): their background work (the second
+    deletes' sweeper looks at its schedule every 0.5 s) would otherwise go on for the
+    rest of the worker's tests, on servers whose commands other tests count."""
+    yield
+    local = sys.modules.get("seawall.django._local")
+    if local is not None and request.node.module.__name__.startswith("test_django"):
+        local._shared.clear()
+        gc.collect()
+
 
 SPAWN = multiprocessing.get_context("spawn")
 
