@@ -1,4 +1,5 @@
-"""seawall's scripts on a pooled connection of their client, without redis-py's per-command hooks.
+"""seawall's scripts (and the cache's plain reads) on a pooled connection of their client,
+without redis-py's per-command hooks.
 
 Every Lua script of seawall runs through `run_script`, and a lock cycle is two of them. On
 a plain `redis.Redis` (and `redis.asyncio.Redis`) client, `execute_command` spends about
@@ -33,8 +34,8 @@ try:
 except ImportError:  # hiredis is an extra (seawall[hiredis])
     _hiredis_pack = None
 
-# Commands that may take the direct path: seawall's script runs.
-_DIRECT_COMMANDS = frozenset({"EVALSHA", "EVAL"})
+# Commands that may take the direct path: seawall's script runs and the cache's plain read.
+_DIRECT_COMMANDS = frozenset({"EVALSHA", "EVAL", "MGET"})
 
 # Arguments hiredis packs exactly as redis-py's encoder does (for a UTF-8 connection).
 _PLAIN_ARGUMENTS = frozenset({str, int, bytes})
@@ -125,6 +126,20 @@ def _packed(connection: Any, command: Sequence[Any]) -> list[bytes]:
         return [_hiredis_pack(tuple(command))]
     packed: list[bytes] = connection.pack_command(*command)
     return packed
+
+
+def run(client: Any, command: Sequence[Any]) -> Any:
+    """`command` on the direct path where it `fits`, else through `execute_command`."""
+    if fits(client, command):
+        return call(client, command)
+    return client.execute_command(*command)
+
+
+async def async_run(client: Any, command: Sequence[Any]) -> Any:
+    """`command` on the direct path where it `async_fits`, else through `execute_command`."""
+    if async_fits(client, command):
+        return await async_call(client, command)
+    return await client.execute_command(*command)
 
 
 def _connection(pool: Any) -> Any:

@@ -40,7 +40,7 @@ from seawall.cache._l1 import L1, MISSING
 from seawall.cache._stats import Counters
 from seawall.errors import CacheWaitTimeout
 from seawall.metrics._sink import SINK as metrics_sink
-from seawall.shared import _concurrency, _scripts
+from seawall.shared import _concurrency, _direct, _scripts
 from seawall.shared._async.scripts import run_script
 from seawall.shared._bounded import async_time_limit
 from seawall.shared._concurrency import (
@@ -432,21 +432,22 @@ class AsyncCacheBase:
         """One MGET of `keys` (one hash tag: one node, one slot): a fresh hit's plain read,
         held to the same slots and breaker as the scripts.
 
-        Sent with execute_command, not redis-py's mget(): its argument handling cost about
-        1.7 us a call, as much as the server's work for the second key and more.
+        Sent as a command, not with redis-py's mget(): its argument handling cost about
+        1.7 us a call, as much as the server's work for the second key and more; and on the
+        direct path where it fits (seawall.shared._direct), as the scripts are.
         """
         client: Any = self._client  # the sync client's execute_command is untyped
         if self.breaker is None:
             slots = self._slots()
             if slots is None:
-                return await client.execute_command("MGET", *keys)
+                return await _direct.async_run(client, ("MGET", *keys))
             if not slots.take_now():  # a free slot, the usual case: no coroutine
                 await self._take(slots, keys)
             try:
-                return await client.execute_command("MGET", *keys)
+                return await _direct.async_run(client, ("MGET", *keys))
             finally:
                 slots.release()
-        return await self._guarded(keys, lambda: client.execute_command("MGET", *keys))
+        return await self._guarded(keys, lambda: _direct.async_run(client, ("MGET", *keys)))
 
     async def _held(self, keys: Sequence[str], call: Callable[[], Any], guarded: bool) -> Any:
         """`call()` holding a connection slot; under the breaker too if `guarded`."""
