@@ -96,9 +96,7 @@ def current_deadline() -> float | None:
 
 async def async_execute(client: Any, command: Sequence[Any], key: str) -> Any:
     """Run `command` (about `key`); bounded by the enclosing `async_until`."""
-    if _direct.async_fits(client, command):
-        return await _direct.async_call(client, command)
-    return await client.execute_command(*command)
+    return await _direct.async_run(client, command)
 
 
 def execute(client: Any, command: Sequence[Any], key: str) -> Any:
@@ -107,9 +105,7 @@ def execute(client: Any, command: Sequence[Any], key: str) -> Any:
     if deadline is None or deadline - _concurrency.monotonic() > FAR:
         # (A deadline this far off, threading.TIMEOUT_MAX, bounds nothing a socket wait
         # could take, and is beyond what poll() accepts.)
-        if _direct.fits(client, command):
-            return _direct.call(client, command)
-        return client.execute_command(*command)
+        return _direct.run(client, command)
     timeout = deadline - _concurrency.monotonic()
     if timeout <= 0:
         raise TimeoutError("no time left for a Redis call")

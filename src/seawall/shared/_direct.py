@@ -15,9 +15,8 @@ Only where that is all `execute_command` would do: a client of redis-py's own cl
 subclass that keeps its `execute_command`, not bound to a single connection, with no
 response callback set for the command, no client-side caching. Anything else (Cluster,
 a subclass that wraps commands, a single-connection client) goes through
-`execute_command`. redis-py's own
-OpenTelemetry metrics do not count these commands; seawall's metrics (seawall.metrics)
-count what they do.
+`execute_command`. redis-py's own OpenTelemetry metrics do not count these commands;
+seawall's metrics (seawall.metrics) count what they do.
 """
 
 from __future__ import annotations
@@ -27,6 +26,8 @@ from typing import Any
 
 import redis
 import redis.asyncio
+
+from seawall.shared import _fanout
 
 _hiredis_pack: Callable[[tuple[Any, ...]], bytes] | None
 try:
@@ -79,7 +80,7 @@ def async_fits(client: Any, command: Sequence[Any]) -> bool:
 def call(client: Any, command: Sequence[Any]) -> Any:
     """Run `command` (which `fits` `client`) on a connection of the client's pool."""
     pool = client.connection_pool
-    connection = _connection(pool)
+    connection = _fanout.pooled_connection(pool)
     try:
 
         def send_and_read() -> Any:
@@ -140,13 +141,6 @@ async def async_run(client: Any, command: Sequence[Any]) -> Any:
     if async_fits(client, command):
         return await async_call(client, command)
     return await client.execute_command(*command)
-
-
-def _connection(pool: Any) -> Any:
-    try:
-        return pool.get_connection()
-    except TypeError:  # redis-py before 5.3 wants a command name
-        return pool.get_connection("EVALSHA")
 
 
 async def _async_connection(pool: Any) -> Any:

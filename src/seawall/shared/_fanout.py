@@ -290,7 +290,7 @@ def _send_pooled(client: Any, command: Sequence[Any]) -> tuple[Any, Any] | Excep
     """Send `command` on an idle pooled connection: (pool, connection), or the error."""
     pool = client.connection_pool
     try:
-        connection = _pooled_connection(pool)
+        connection = pooled_connection(pool)
     except Exception as exc:
         _answering.discard(client)
         return exc
@@ -323,7 +323,8 @@ def _idle_connection(pool: Any) -> bool:
     return isinstance(idle, list) and bool(idle)
 
 
-def _pooled_connection(pool: Any) -> Any:
+def pooled_connection(pool: Any) -> Any:
+    """A connection of a sync client's `pool`, on every redis-py from 5.0."""
     try:
         return pool.get_connection()
     except TypeError:  # redis-py before 5.3 wants a command name
