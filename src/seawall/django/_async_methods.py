@@ -216,7 +216,8 @@ class AsyncMethods(BaseCache):
     async def aclear(self) -> None:
         store = self._astore()
         await self._x.aguarded(
-            lambda: store.clear(self._clear_prefix), answer_unavailable("clear()")
+            lambda: store.clear(self._clear_prefix, self._clear_versioned),
+            answer_unavailable("clear()"),
         )
         await self._x.acleared(store)
 

@@ -65,7 +65,9 @@ class RedisCache(AsyncMethods):
         stale = options.pop("stale_ttl", None)
         self._stale_ttl = None if stale in (None, 0) else seconds(stale, "stale_ttl")
         clear_prefix = options.pop("clear_prefix", None)
-        if clear_prefix is None and self.key_func is default_key_func:
+        # Keys of Django's default KEY_FUNCTION: KEY_PREFIX, ":", a version, ":", the key.
+        self._clear_versioned = clear_prefix is None and self.key_func is default_key_func
+        if self._clear_versioned:
             clear_prefix = f"{self.key_prefix}:"
         self._clear_prefix: str | None = clear_prefix
         if options.get("decode_responses"):
@@ -270,11 +272,14 @@ class RedisCache(AsyncMethods):
             self._x.changed(store, made)
 
     def clear(self) -> None:
-        """Delete this cache's keys: those starting with KEY_PREFIX + ":" (or
-        OPTIONS["clear_prefix"]); with a KEY_FUNCTION of your own and no clear_prefix,
-        every key of the database, as Django's RedisCache does."""
+        """Delete this cache's keys: KEY_PREFIX, ":", a version, ":", a key (or those
+        starting with OPTIONS["clear_prefix"]); with a KEY_FUNCTION of your own and no
+        clear_prefix, every key of the database, as Django's RedisCache does."""
         store = self._store()
-        self._x.guarded(lambda: store.clear(self._clear_prefix), answer_unavailable("clear()"))
+        self._x.guarded(
+            lambda: store.clear(self._clear_prefix, self._clear_versioned),
+            answer_unavailable("clear()"),
+        )
         self._x.cleared(store)
 
     def get_or_set(

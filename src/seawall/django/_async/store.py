@@ -59,6 +59,13 @@ def glob_escape(text: str) -> str:
     return "".join("\\" + c if c in "*?[]\\" else c for c in text)
 
 
+
+def _versioned(name: Any, prefix: str) -> bool:
+    """Whether key `name` (bytes) is `prefix`, a version number, ":" and a key."""
+    text = name.decode("utf-8", "replace") if isinstance(name, bytes) else str(name)
+    version, colon, _ = text[len(prefix) :].partition(":")
+    return bool(colon) and version.isdigit()
+
 class AsyncRedisStore:
     """Django's cache operations on one redis-py client (a server or a Cluster)."""
 
@@ -216,21 +223,35 @@ class AsyncRedisStore:
             )
         return int(reply[1])
 
-    async def clear(self, prefix: str | None) -> None:
+    async def clear(self, prefix: str | None, versioned: bool = False) -> None:
         """Delete every key starting with `prefix` (SCAN, UNLINK by batches), or with None
-        every key of the database (FLUSHDB, as Django's RedisCache always does)."""
+        every key of the database (FLUSHDB, as Django's RedisCache always does).
+
+        `versioned`: only keys Django's default KEY_FUNCTION makes, `prefix` then a
+        version number and ":", so that clearing the cache of KEY_PREFIX "site" leaves
+        the cache of KEY_PREFIX "site:admin" alone, and one of KEY_PREFIX "seawall"
+        leaves seawall's own keys (sessions, schedules) alone."""
         if prefix is None:
             await self.client.flushdb()
             return
-        await self._unlink_matching(glob_escape(prefix) + "*")
+        if versioned:
+            await self._unlink_matching(
+                glob_escape(prefix) + "[0-9]*", lambda name: _versioned(name, prefix)
+            )
+        else:
+            await self._unlink_matching(glob_escape(prefix) + "*")
         if self.stale_ms is not None:
             # Stale copies are named by the hash tag before the key: those of every
             # cache of this database go (each only spares its waiters a wait).
             await self._unlink_matching(glob_escape(STALE) + "*")
 
-    async def _unlink_matching(self, pattern: str) -> None:
+    async def _unlink_matching(
+        self, pattern: str, keep: Callable[[Any], bool] | None = None
+    ) -> None:
         batch: list[Any] = []
         async for name in self.client.scan_iter(match=pattern, count=1000):
+            if keep is not None and not keep(name):
+                continue
             batch.append(name)
             if len(batch) >= CLEAR_BATCH:
                 await self.client.unlink(*batch)

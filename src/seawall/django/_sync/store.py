@@ -60,6 +60,13 @@ def glob_escape(text: str) -> str:
     return "".join("\\" + c if c in "*?[]\\" else c for c in text)
 
 
+def _versioned(name: Any, prefix: str) -> bool:
+    """Whether key `name` (bytes) is `prefix`, a version number, ":" and a key."""
+    text = name.decode("utf-8", "replace") if isinstance(name, bytes) else str(name)
+    version, colon, _ = text[len(prefix) :].partition(":")
+    return bool(colon) and version.isdigit()
+
+
 class RedisStore:
     """Django's cache operations on one redis-py client (a server or a Cluster)."""
 
@@ -217,21 +224,33 @@ class RedisStore:
             )
         return int(reply[1])
 
-    def clear(self, prefix: str | None) -> None:
+    def clear(self, prefix: str | None, versioned: bool = False) -> None:
         """Delete every key starting with `prefix` (SCAN, UNLINK by batches), or with None
-        every key of the database (FLUSHDB, as Django's RedisCache always does)."""
+        every key of the database (FLUSHDB, as Django's RedisCache always does).
+
+        `versioned`: only keys Django's default KEY_FUNCTION makes, `prefix` then a
+        version number and ":", so that clearing the cache of KEY_PREFIX "site" leaves
+        the cache of KEY_PREFIX "site:admin" alone, and one of KEY_PREFIX "seawall"
+        leaves seawall's own keys (sessions, schedules) alone."""
         if prefix is None:
             self.client.flushdb()
             return
-        self._unlink_matching(glob_escape(prefix) + "*")
+        if versioned:
+            self._unlink_matching(
+                glob_escape(prefix) + "[0-9]*", lambda name: _versioned(name, prefix)
+            )
+        else:
+            self._unlink_matching(glob_escape(prefix) + "*")
         if self.stale_ms is not None:
             # Stale copies are named by the hash tag before the key: those of every
             # cache of this database go (each only spares its waiters a wait).
             self._unlink_matching(glob_escape(STALE) + "*")
 
-    def _unlink_matching(self, pattern: str) -> None:
+    def _unlink_matching(self, pattern: str, keep: Callable[[Any], bool] | None = None) -> None:
         batch: list[Any] = []
         for name in self.client.scan_iter(match=pattern, count=1000):
+            if keep is not None and not keep(name):
+                continue
             batch.append(name)
             if len(batch) >= CLEAR_BATCH:
                 self.client.unlink(*batch)
