@@ -17,7 +17,17 @@ import seawall.aio
 CYCLES = 50
 # What redis-py and the listeners send beside the calls measured (handshakes, keep-alives,
 # a Cluster client's look at the slots), and the INFO that reads the figures.
-BACKGROUND = {"info", "ping", "client", "hello", "subscribe", "psubscribe", "command", "cluster"}
+BACKGROUND = {
+    "info",
+    "ping",
+    "client",
+    "hello",
+    "subscribe",
+    "psubscribe",
+    "command",
+    "cluster",
+    "replconf",  # a replica's acknowledgements to its master, once a second
+}
 
 
 def commands_during(target: Target, before: dict[str, int]) -> dict[str, int]:

@@ -59,12 +59,12 @@ def glob_escape(text: str) -> str:
     return "".join("\\" + c if c in "*?[]\\" else c for c in text)
 
 
-
 def _versioned(name: Any, prefix: str) -> bool:
     """Whether key `name` (bytes) is `prefix`, a version number, ":" and a key."""
     text = name.decode("utf-8", "replace") if isinstance(name, bytes) else str(name)
     version, colon, _ = text[len(prefix) :].partition(":")
     return bool(colon) and version.isdigit()
+
 
 class AsyncRedisStore:
     """Django's cache operations on one redis-py client (a server or a Cluster)."""
