@@ -30,12 +30,19 @@ def stdout_console() -> Console:
     tty = sys.stdout.isatty()
     columns = os.environ.get("COLUMNS", "")
     width = int(columns) if columns.isdigit() else _PIPE_WIDTH
-    # No markup: key names and patterns such as `user:[0-9]*` are printed as they are.
-    return Console(file=sys.stdout, highlight=False, markup=False, width=None if tty else width)
+    # No markup and no emoji codes: key names such as `user:[0-9]*`, `seawall:lock:{x}` or
+    # `:smile:` are printed exactly as they are.
+    return Console(
+        file=sys.stdout,
+        highlight=False,
+        markup=False,
+        emoji=False,
+        width=None if tty else width,
+    )
 
 
 def stderr_console() -> Console:
-    return Console(file=sys.stderr, highlight=False)
+    return Console(file=sys.stderr, highlight=False, markup=False, emoji=False)
 
 
 def emit_json(value: Any) -> None:
