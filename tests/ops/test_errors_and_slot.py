@@ -3,9 +3,13 @@ traceback; and `seawall slot` checked against a real Cluster's CLUSTER KEYSLOT."
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -108,3 +112,70 @@ def test_start_up_in_a_real_process() -> None:
         capture_output=True, text=True, env=env, timeout=60,
     )  # fmt: skip
     assert slot.returncode == 0 and '"slot": 12182' in slot.stdout
+
+
+class _Peer:
+    """A TCP listener on a free loopback port that is not a Redis server: it answers every
+    connection with `reply` (and closes it), or, when `reply` is None, never answers."""
+
+    def __init__(self, reply: bytes | None) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.reply = reply
+        self.held: list[socket.socket] = []
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            if self.reply is None:
+                self.held.append(conn)  # silent: a TLS client waits for its handshake
+                continue
+            with contextlib.suppress(OSError):
+                conn.recv(1024)
+                conn.sendall(self.reply)
+            conn.close()
+
+    def close(self) -> None:
+        self.sock.close()
+        for conn in self.held:
+            conn.close()
+
+
+@pytest.mark.parametrize("args", COMMANDS, ids=lambda a: a[0])
+def test_a_port_that_is_not_redis_is_named_in_one_line(
+    args: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    http = _Peer(b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n")
+    try:
+        url = f"redis://127.0.0.1:{http.port}"
+        error = one_line_error(seawall(capsys, args[0], url, *args[1:]), args[0])
+        assert "does not speak the Redis protocol" in error and "check the host and port" in error
+    finally:
+        http.close()
+    closing = _Peer(b"")
+    try:
+        url = f"redis://127.0.0.1:{closing.port}"
+        error = one_line_error(seawall(capsys, args[0], url, *args[1:]), args[0])
+        assert "closed the connection" in error and "rediss://" in error
+    finally:
+        closing.close()
+
+
+def test_tls_url_to_a_plain_server_fails_within_the_connect_timeout(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    silent = _Peer(None)  # a plain Redis waits for a command as this does: no handshake
+    try:
+        started = time.monotonic()
+        run = seawall(capsys, "stats", f"rediss://127.0.0.1:{silent.port}")
+        took = time.monotonic() - started
+    finally:
+        silent.close()
+    error = one_line_error(run, "stats")
+    assert "no TLS handshake" in error and "redis:// for a plain server" in error
+    assert "busy" not in error
+    assert took < 20, took  # the 5 s connect timeout, not the 30 s of a busy server
