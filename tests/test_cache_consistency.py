@@ -131,11 +131,16 @@ def test_unversioned_calls_behave_as_before_and_bad_versions_are_refused(
         assert await plain("set", 2, "two", version=3) is True
         assert await plain("set", 2, "unversioned") is True  # an unversioned set overrides
         assert await plain("set", 2, "older", version=2) is False  # the version still guards
-        for bad in (-1, 1.5, "3", True, None.__class__):
+        for bad in (1.5, "3", True, None.__class__):
             with pytest.raises(TypeError, match="version of key '2' must be an int >= 0"):
                 await plain("set", 2, "bad", version=bad)
             with pytest.raises(TypeError, match="version"):
                 await plain("delete", 2, version=bad)
+        # The right type, a wrong value: ValueError, as for any out-of-range argument.
+        with pytest.raises(ValueError, match="version of key '2' must be an int >= 0"):
+            await plain("set", 2, "bad", version=-1)
+        with pytest.raises(ValueError, match="got -1"):
+            await plain("delete", 2, version=-1)
         assert await plain("get", 2) == "unversioned"
 
     run(scenario)

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 import click
 
 from seawall import __version__
+from seawall.cli import _ops
 from seawall.errors import SeawallError
 
 # name -> (module, one-line help). Each module defines `command`, a click.Command.
@@ -70,6 +71,7 @@ def cli() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     command = next((a for a in args if not a.startswith("-")), "seawall")
+    _ops.INVOKED[:] = args
     try:
         code = cli.main(args, prog_name="seawall", standalone_mode=False)
     except click.exceptions.Exit as exc:

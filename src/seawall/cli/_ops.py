@@ -3,9 +3,11 @@ doctor): one decorator per option family, so every command spells them the same 
 
 from __future__ import annotations
 
+import shlex
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 import click
 
@@ -70,17 +72,46 @@ def scan_options(f: _F) -> _F:
     return f
 
 
+# The arguments the running command was given (`main` sets them): a resume hint repeats
+# them with the cursor.
+INVOKED: list[str] = []
+
+
 def interrupted(cursor: str | None, url: str, command: str) -> int:
     """Say how to resume after Ctrl-C; the exit status (130, as a shell reports SIGINT)."""
     if cursor is None:
         click.echo(f"seawall {command}: interrupted after the last batch", err=True)
     else:
         click.echo(
-            f"seawall {command}: interrupted; resume with: seawall {command} {url} ... "
-            f"--cursor {cursor}",
+            f"seawall {command}: interrupted; resume with: "
+            f"{resume_command(INVOKED or [command, url], cursor)}",
             err=True,
         )
     return 130
+
+
+def resume_command(args: list[str], cursor: str) -> str:
+    """The command line `args` ran, with `--cursor cursor` instead of any cursor it had
+    and any password in a URL shown as PASSWORD (the hint goes to a terminal or a log)."""
+    kept: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg == "--cursor":
+            skip = True
+        elif not arg.startswith("--cursor="):
+            kept.append(_hide_password(arg))
+    return shlex.join(["seawall", *kept, "--cursor", cursor])
+
+
+def _hide_password(arg: str) -> str:
+    parts = urlsplit(arg)
+    if parts.scheme not in ("redis", "rediss") or parts.password is None:
+        return arg
+    user = parts.username or ""
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{user}:PASSWORD@{host}"))
 
 
 def no_terminal() -> bool:

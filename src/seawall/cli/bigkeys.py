@@ -20,14 +20,13 @@ def render(url: str, report: Any, top: int) -> Any:
     from rich.console import Group
     from rich.table import Table
 
-    from seawall.ops._output import text_key
+    from seawall.ops._output import counted, text_key
     from seawall.ops._sizes import human_bytes
 
+    title = f"seawall bigkeys {url}: top {top} of {counted(report.scanned, 'key')} by memory"
     biggest = Table(
         "#", "key", "type", "memory", "length", "node",
-        title=f"seawall bigkeys {url}: top {top} of {report.scanned:,} keys by memory",
-        title_justify="left",
-        min_width=len(f"seawall bigkeys {url}: top {top} of {report.scanned:,} keys by memory"),
+        title=title, title_justify="left", min_width=len(title),
     )  # fmt: skip
     for rank, item in enumerate(report.top, 1):
         unit = "bytes" if item.type == "string" else "elements"
@@ -93,7 +92,8 @@ def command(
         )  # fmt: skip
         with progress_bar("bigkeys", scan.progress.total) as update:
             report = measure(scan, top=top, samples=samples, on_batch=update)
-        if not report.scanned and not report.interrupted and (pattern or type_):
+        # A script asked for JSON: no match is an empty list, not an error.
+        if not report.scanned and not report.interrupted and (pattern or type_) and not as_json:
             raise OpsError(f"no key matches {scan.describe()} on {redact(url)}")
         if as_json:
             emit_json([item.as_json() for item in report.top])

@@ -48,7 +48,7 @@ def command(
     as_json: bool,
 ) -> int:
     from seawall.ops._connect import OpsError, connect, redact
-    from seawall.ops._output import emit_json, progress_bar, stdout_console
+    from seawall.ops._output import counted, emit_json, progress_bar, stdout_console
     from seawall.ops._rate import Limiter
     from seawall.ops._scan import Scan
     from seawall.ops.delete import delete, summary
@@ -72,24 +72,28 @@ def command(
         )  # fmt: skip
         with progress_bar("delete" if not dry_run else "dry run", scan.progress.total) as update:
             report = delete(scan, dry_run=dry_run, incremental=incremental, on_batch=update)
-        if report.matched == 0 and not report.interrupted:
+        # A script asked for JSON: no match is a summary with nothing matched, not an error.
+        if report.matched == 0 and not report.interrupted and not as_json:
             raise OpsError(f"no key matches {scan.describe()} on {where}: nothing deleted")
         if as_json:
             emit_json(summary(report, pattern))
         else:
             console = stdout_console()
             if dry_run:
+                verb = "matches" if report.matched == 1 else "match"
                 console.print(
-                    f"{report.matched:,} keys match {pattern!r} on {where} (dry run: none deleted)"
+                    f"{counted(report.matched, 'key')} {verb} {pattern!r} on {where} "
+                    "(dry run: none deleted)"
                 )
                 for key in report.sample:
                     console.print(f"  {key}", markup=False)
             else:
-                console.print(f"deleted {report.deleted:,} keys matching {pattern!r} on {where}")
+                deleted = counted(report.deleted, "key")
+                console.print(f"deleted {deleted} matching {pattern!r} on {where}")
                 if report.emptied:
                     console.print(
-                        f"  {len(report.emptied)} big collections emptied step by step first: "
-                        + ", ".join(report.emptied[:5]),
+                        f"  {counted(len(report.emptied), 'big collection')} emptied step by "
+                        "step first: " + ", ".join(report.emptied[:5]),
                         markup=False,
                     )
         if report.interrupted:

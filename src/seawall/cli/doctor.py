@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from seawall.cli._ops import URL_HELP, json_option, url_argument
+from seawall.cli._ops import URL_HELP, json_option
 
 _COLOURS = {"error": "red", "warning": "yellow", "info": "blue"}
 
@@ -15,9 +15,9 @@ _COLOURS = {"error": "red", "warning": "yellow", "info": "blue"}
     "O(N) commands in the slow log, fragmentation, persistence, replicas, client buffers, "
     "Cluster slot balance, and the server's MEMORY DOCTOR and LATENCY DOCTOR advice. Each "
     "finding names its rule, the guideline and the fix. Exit status 1 when any finding is "
-    "an error (for CI). " + URL_HELP,
+    "an error (for CI). `--explain CODE` needs no URL. " + URL_HELP,
 )
-@url_argument
+@click.argument("url", metavar="URL", required=False)
 @click.option("--no-keys", is_flag=True, help="skip the key rules (no scan of the keys)")
 @click.option(
     "--max-ops",
@@ -28,13 +28,13 @@ _COLOURS = {"error": "red", "warning": "yellow", "info": "blue"}
 @click.option("--explain", metavar="CODE", default=None, help="print a rule's rationale and exit")
 @json_option
 def command(
-    url: str, no_keys: bool, max_ops: float | None, explain: str | None, as_json: bool
+    url: str | None, no_keys: bool, max_ops: float | None, explain: str | None, as_json: bool
 ) -> int:
     from rich.table import Table
     from rich.text import Text
 
     from seawall.ops._connect import connect, redact
-    from seawall.ops._output import emit_json, progress_bar, stdout_console
+    from seawall.ops._output import counted, emit_json, progress_bar, stdout_console
     from seawall.ops.doctor import BY_CODE, collect, diagnose
 
     if explain is not None:
@@ -45,6 +45,8 @@ def command(
             )
         click.echo(f"{rule.code} {rule.name} ({rule.guideline})\n\n{rule.rationale}")
         return 0
+    if url is None:
+        raise click.UsageError("give the URL of the server to audit (or --explain CODE)")
     with connect(url) as target:
         total = sum(int(m.client.dbsize()) for m in target.masters) if not no_keys else 0
         with progress_bar("doctor", total) as update:
@@ -55,9 +57,9 @@ def command(
     else:
         table = Table(
             "rule", "severity", "finding", "fix",
-            title=f"seawall doctor {redact(url)}: {len(findings)} findings",
+            title=f"seawall doctor {redact(url)}: {counted(len(findings), 'finding')}",
             title_justify="left",
-            min_width=len(f"seawall doctor {redact(url)}: {len(findings)} findings"),
+            min_width=len(f"seawall doctor {redact(url)}: {counted(len(findings), 'finding')}"),
         )  # fmt: skip
         for f in findings:
             table.add_row(

@@ -181,6 +181,7 @@ def connect(url: str, *, replica: bool = False) -> Target:
     except ValueError as exc:
         raise OpsError(f"{where}: bad URL ({exc})") from None
     _raw_info(seed)
+    _probe(url, where)
     info = parse_info(guard(info_text, where, seed, "cluster"))
     cluster = int(info.get("cluster_enabled", 0)) == 1
     if not cluster:
@@ -207,6 +208,41 @@ def connect(url: str, *, replica: bool = False) -> Target:
         if replica:
             target.nodes = [_replica_in_cluster(seed, m, live, by_id) for m in masters]
     return target
+
+
+def _probe(url: str, where: str) -> None:
+    """First contact under the connect timeout, so that a wrong endpoint (not a Redis
+    server, or TLS on one side only) fails within seconds, with its likely cause, instead
+    of waiting the long timeout of a busy server or showing a protocol traceback."""
+    tls = url.startswith("rediss:")
+    other = "redis:// for a plain server" if tls else "rediss:// for a TLS port"
+    probe = redis.Redis.from_url(
+        url, socket_connect_timeout=_CONNECT_TIMEOUT, socket_timeout=_CONNECT_TIMEOUT
+    )
+    try:
+        probe.ping()
+    except (redis.AuthenticationError, redis.ResponseError):
+        pass  # a Redis server that wants a login: the guarded call says so
+    except redis.TimeoutError:
+        raise OpsError(
+            f"{where} did not answer within {_CONNECT_TIMEOUT:g} s of connecting"
+            f"{' (no TLS handshake)' if tls else ''}: is it a Redis server, and does it "
+            f"speak {'TLS' if tls else 'plain TCP'}? (use {other})"
+        ) from None
+    except redis.ConnectionError as exc:
+        if "connecting to" in str(exc):
+            raise OpsError(f"cannot reach {where}: {exc}") from None
+        raise OpsError(
+            f"{where} closed the connection ({exc}): is it a Redis server, and does it speak "
+            f"{'TLS' if tls else 'plain TCP'}? (use {other})"
+        ) from None
+    except redis.RedisError as exc:  # InvalidResponse: another protocol answered
+        raise OpsError(
+            f"{where} does not speak the Redis protocol ({exc}): check the host and port"
+            f"{'' if tls else ' (a TLS port needs rediss://)'}"
+        ) from None
+    finally:
+        probe.close()
 
 
 def _order(record: dict[str, Any]) -> tuple[str, int]:

@@ -20,7 +20,14 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-__all__ = ["emit_json", "progress_bar", "stderr_console", "stdout_console", "text_key"]
+__all__ = [
+    "counted",
+    "emit_json",
+    "progress_bar",
+    "stderr_console",
+    "stdout_console",
+    "text_key",
+]
 
 # Into a pipe or a file, tables are laid out this wide instead of rich's 80.
 _PIPE_WIDTH = 120
@@ -48,6 +55,11 @@ def stderr_console() -> Console:
 def emit_json(value: Any) -> None:
     sys.stdout.write(json.dumps(value, indent=2) + "\n")
     sys.stdout.flush()
+
+
+def counted(number: int, noun: str) -> str:
+    """`1 key`, `2,000 keys`: a count and its noun, singular for one."""
+    return f"{number:,} {noun}" if number == 1 else f"{number:,} {noun}s"
 
 
 def text_key(key: bytes | str) -> str:

@@ -308,10 +308,16 @@ class AsyncCache(AsyncCacheTags):
         return int(done) == 1
 
     def _version(self, version: Any, text: str) -> str:
-        if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+        wanted = "an int >= 0 (a row version, an updated_at in microseconds, a log position)"
+        if isinstance(version, bool) or not isinstance(version, int):
             raise TypeError(
-                f"cache {self.namespace!r}: version of key {text!r} must be an int >= 0 (a "
-                f"row version, an updated_at in microseconds, a log position), got {version!r}"
+                f"cache {self.namespace!r}: version of key {text!r} must be {wanted}, "
+                f"got {version!r}"
+            )
+        if version < 0:
+            raise ValueError(
+                f"cache {self.namespace!r}: version of key {text!r} must be {wanted}, "
+                f"got {version!r}"
             )
         return str(version)
 

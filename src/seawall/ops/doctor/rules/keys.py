@@ -75,7 +75,13 @@ def long_names(snapshot: Snapshot) -> Iterator[Yielded]:
         for key in node.facts.long_names[:NAMED]:
             yield (
                 "info",
-                f"key name of {len(key.encode())} bytes on {node.address}: {key[:60]}...",
+                f"key name of {len(key.encode())} bytes on {node.address}: {_ends(key)}",
                 ("shorten it or hash its long part"),
                 node.address,
             )
+
+
+def _ends(key: str) -> str:
+    """A long name by its two ends: names that share a long prefix (a URL, a serialized
+    object) stay told apart by their tails."""
+    return key if len(key) <= 80 else f"{key[:48]}...{key[-24:]}"
