@@ -127,6 +127,11 @@ def test_demo_exits_cleanly_within_the_time_limit(demo: DemoRun) -> None:
     assert demo.returncode == 0, demo.stderr
     assert demo.elapsed < DEMO_TIMEOUT
     assert "demo finished in" in demo.stdout
+    # The server it ran on, and why that one: the embedded one unless SEAWALL_SERVER_BIN
+    # names another (a redis-server on PATH does not take its place).
+    explicit = os.environ.get("SEAWALL_SERVER_BIN")
+    chosen = f"{explicit}, from SEAWALL_SERVER_BIN" if explicit else "the embedded valkey-server"
+    assert f"server binary: {chosen}" in demo.stdout
 
 
 def test_output_is_plain_and_fits_the_terminal(demo: DemoRun) -> None:

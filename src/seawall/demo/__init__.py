@@ -33,6 +33,7 @@ from seawall.demo import consistency, counter, fencing, flash_sale, stampede
 from seawall.demo._context import DemoContext
 from seawall.demo._table import Style, Table, render
 from seawall.demo._workers import WorkerPool, warm_up
+from seawall.launcher import describe_binary, find_embedded_first
 
 __all__ = ["SCENARIOS", "WORKERS", "DemoContext", "Scenario", "Table", "run"]
 
@@ -68,7 +69,8 @@ def run(
         console.print(line)
 
     progress.show("starting a server and 8 worker processes")
-    with seawall.server() as url, WorkerPool(WORKERS) as workers:
+    binary = find_embedded_first()
+    with seawall.server(binary=binary) as url, WorkerPool(WORKERS) as workers:
         client = redis.Redis.from_url(url, socket_timeout=10.0)
         workers.run_all(warm_up, [(url,)] * len(workers), timeout=_WARM_UP_TIMEOUT)
         context = DemoContext(
@@ -84,7 +86,8 @@ def run(
             Text.assemble(
                 ("seawall demo", "bold"),
                 f": {len(workers)} worker processes, {_server_name(client)} at {url}"
-                + (" (--quick)" if quick else ""),
+                + (" (--quick)" if quick else "")
+                + f"\nserver binary: {describe_binary(binary)}",
             )
         )
         try:

