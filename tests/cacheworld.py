@@ -21,7 +21,7 @@ import seawall.aio
 # Commands the suite's own background work sends now and then (listener health checks,
 # the second-delete sweeper's look at its schedule, the cluster client's slot map, the
 # counting client's own connections): not the clear's, and not counted.
-BACKGROUND = {"info", "ping", "zrange", "cluster", "command", "config", "client", "hello"}
+BACKGROUND = {"info", "ping", "zrange", "memory", "cluster", "command", "config", "client", "hello"}
 
 
 class World:
@@ -129,7 +129,7 @@ def round_trips() -> Iterator[list[str]]:
     """Each write request redis-py sends ("send": GET, MGET, EVALSHA, EVAL, SCRIPT) and each
     reply to one it has read ("reply"), in order, sync and asyncio: a send after a reply is
     a round trip that waited for an earlier one. Other threads' and tasks' traffic on
-    other commands (the listener's messages and PINGs, the second-delete sweeper's ZRANGE)
+    other commands (the listener's messages and PINGs, the second-delete sweeper's look)
     is left out."""
     events: list[str] = []
     counted: set[int] = set()  # connections whose last request is counted
@@ -198,9 +198,10 @@ def requests_sent() -> Iterator[Requests]:
     """Requests redis-py writes (sync and asyncio) while the block runs: one per command
     or pipeline (per node on Cluster), each a round trip. What the process does in the
     background, which may fall in any window, is left out: the pub/sub listeners'
-    keep-alive PINGs, the second-delete sweepers' look at their schedules (a ZRANGE
-    every 0.5 s per client, see cache/_async/again.py) and the handshake of a connection such a
-    background caller opens (CLIENT SETINFO: the calls measured reuse warm connections)."""
+    keep-alive PINGs, the second-delete sweepers' look at their schedules (a MEMORY
+    USAGE, or a ZRANGE, when one is opened or due, see cache/_async/again.py) and the
+    handshake of a connection such a background caller opens (CLIENT SETINFO: the calls
+    measured reuse warm connections)."""
     counted = Requests()
     patched = [redis.connection.AbstractConnection, redis.asyncio.connection.AbstractConnection]
     originals = [cls.send_packed_command for cls in patched]

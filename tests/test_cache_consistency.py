@@ -15,7 +15,7 @@ from conftest import SPAWN, Target
 
 import seawall
 import seawall.aio
-from seawall.cache._async.again import CHECK_EVERY, schedule_key
+from seawall.cache._async.again import GRACE, schedule_key
 
 
 class Api:
@@ -287,7 +287,7 @@ def test_a_process_opening_the_cache_later_carries_out_overdue_deletes(
         late = Api(target, world, "dd-late", l1_size=0)
         opened = time.monotonic()
         await late("get", "other")
-        await gone_after(late, "row", opened, CHECK_EVERY + 1.0)
+        await gone_after(late, "row", opened, GRACE + 1.0)
         await schedule_emptied(admin, "dd-late")
 
     run(scenario)

@@ -63,3 +63,15 @@ def test_generation_replies_are_parsed_whatever_the_client_decodes() -> None:
     assert parse_generation(None) == 0  # the key is absent: never cleared
     assert parse_generation(b"1718000000000001") == parse_generation("1718000000000001")
     assert parse_generation(b"junk") == 0
+
+
+def test_second_delete_announcements_are_read_only_on_their_channel() -> None:
+    sender = "0" * 32
+    heard = fmt.decode(fmt.again_channel("users"), f"{sender}:a:1500")
+    assert heard is not None and heard.namespace == "users" and fmt.due_in(heard) == 1.5
+    assert fmt.decode(fmt.again_channel("users"), f"{sender}:a:soon") is None
+    assert fmt.decode(fmt.again_channel("users"), f"{sender}:d:k") is None
+    # An "a" on an invalidation or clear channel is not ours: unreadable (the L1s clear).
+    assert fmt.decode(fmt.channel("users"), f"{sender}:a:1500") is None
+    assert fmt.decode(fmt.cleared_channel("users"), f"{sender}:a:1500") is None
+    assert fmt.due_in(fmt.decode(fmt.channel("users"), f"{sender}:d:k")) is None  # type: ignore[arg-type]

@@ -2,15 +2,18 @@
 
 Channels: "seawall:inval:<namespace>", one per cache namespace, for the changes of keys;
 "seawall:cleared:<namespace>" for Cache.clear(), which moves the namespace's generation
-on. A listener subscribes to the pattern "seawall:cleared:*", and to "seawall:inval:*"
-only while it has L1s to keep (a process whose caches all run with the L1 off then hears
-of clears only, not of every write), so a process needs one connection whatever it caches.
+on; "seawall:again:<namespace>" for second deletes just scheduled (see again.py). A
+listener subscribes to the patterns "seawall:cleared:*" and "seawall:again:*", and to
+"seawall:inval:*" only while it has L1s to keep (a process whose caches all run with the
+L1 off then hears of clears only, not of every write), so a process needs one connection
+whatever it caches.
 
 Message body (UTF-8): "<sender>:<op>:<key>"
 - sender: the 32 lowercase hex digits of the publishing invalidator's id, so a process can
   tell (and skip) its own messages;
 - op: "d" drop `key` from every local copy of the namespace, "m" drop several keys, "c"
-  drop everything in the namespace;
+  drop everything in the namespace, "a" (on "seawall:again:" only) second deletes are due
+  in `key` milliseconds (decimal): a sweeper of the namespace looks then;
 - key: for "d", the cache key, as the cache's L1 stores it; it may contain ":". For "m",
   the keys one after the other, each as "<its length in characters>:<key>" (set_many
   publishes one message per script call, not one per key). For "c", empty on
@@ -33,18 +36,21 @@ CHANNEL_PREFIX = "seawall:inval:"
 PATTERN = CHANNEL_PREFIX + "*"
 CLEARED_PREFIX = "seawall:cleared:"
 CLEARED_PATTERN = CLEARED_PREFIX + "*"
+AGAIN_PREFIX = "seawall:again:"
+AGAIN_PATTERN = AGAIN_PREFIX + "*"
 
 DISCARD: Literal["d"] = "d"
 DISCARD_MANY: Literal["m"] = "m"
 CLEAR: Literal["c"] = "c"
-_OPS = (DISCARD, DISCARD_MANY, CLEAR)
+AGAIN: Literal["a"] = "a"
+_OPS = (DISCARD, DISCARD_MANY, CLEAR, AGAIN)
 SENDER_LENGTH = 32
 
 
 class Message(NamedTuple):
     namespace: str
     sender: str
-    op: Literal["d", "m", "c"]
+    op: Literal["d", "m", "c", "a"]
     key: str
     keys: tuple[str, ...] = ()  # for "m"
 
@@ -55,6 +61,15 @@ def channel(namespace: str) -> str:
 
 def cleared_channel(namespace: str) -> str:
     return CLEARED_PREFIX + namespace
+
+
+def again_channel(namespace: str) -> str:
+    return AGAIN_PREFIX + namespace
+
+
+def due_in(message: Message) -> float | None:
+    """Seconds until the second deletes an "a" message announces are due (None: not one)."""
+    return int(message.key) / 1000 if message.op == AGAIN else None
 
 
 def encode(sender: str, op: Literal["d", "c"], key: str = "") -> str:
@@ -109,6 +124,12 @@ def decode(channel_name: bytes | str, body: bytes | str) -> Message | None:
     op, sep2, key = rest.partition(":")
     if not (sep1 and sep2) or len(sender) != SENDER_LENGTH or op not in _OPS:
         return None
+    if name.startswith(AGAIN_PREFIX):
+        if op != AGAIN or not (key.isascii() and key.isdigit()):
+            return None
+        return Message(name[len(AGAIN_PREFIX) :], sender, AGAIN, key)
+    if op == AGAIN:
+        return None  # only ever on its own channel
     if name.startswith(CLEARED_PREFIX):
         if op != CLEAR or not (key.isascii() and key.isdigit()):
             return None  # a clear that names no generation: the caller clears everything

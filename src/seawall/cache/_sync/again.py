@@ -3,26 +3,41 @@
 
 `Cache.delete(key, again_after=s)` records the second delete in a sorted set of its
 namespace (key text -> due time in server ms) before the first delete, so it happens even
-if the caller dies right after. Every process with a Cache of that namespace open runs one
-sweeper per client (per process, or per event loop in asyncio). It looks at each schedule
-it serves at least every CHECK_EVERY seconds (one ZRANGE while it is empty, no script),
-and at the due time of the deletes its own
-process scheduled; one script claims what is due (so exactly one process deletes each key,
-and a claimant that dies is taken over CLAIM seconds later), the cache deletes those keys
+if the caller dies right after. The same script announces it on the namespace's channel
+"seawall:again:<namespace>" (see _invalidation_message).
+
+Every process with a Cache of that namespace open runs one sweeper per client (per
+process, or per event loop in asyncio), beside the client's invalidation listener, which
+hears the announcements. A sweeper looks at a schedule only when something may be due
+there: at the due time of the deletes its own process scheduled, GRACE after the due time
+of those another process announced (that process carries them out itself unless it died),
+once when a namespace is first opened here, and once per namespace whenever the listener
+(re)subscribes, as announcements may have been missed meanwhile. An idle process sends
+nothing; the look itself is MEMORY USAGE, which the server does not count as a keyspace
+hit or miss, so `seawall stats` shows the application's hit rate. Where something is
+scheduled, one script claims what is due (so exactly one process deletes each key, and a
+claimant that dies is taken over CLAIM seconds later), the cache deletes those keys
 everywhere (Redis and every L1), and a last script removes them from the schedule.
 
 Nothing is dropped when Redis is away: a claimed key stays in the schedule, and a delete
 whose schedule could not even be written stays in this process's memory; both are retried
-with backoff, and the outage is logged once at WARNING (its end at INFO).
+with backoff, and the outage is logged once at WARNING (its end at INFO) when a second
+delete is known to be waiting; a look that found nothing to do fails quietly.
 """
 
 from __future__ import annotations
 
+import math
 import threading
+import uuid
 import weakref
 from collections.abc import Iterable
 from typing import Any, Protocol
 
+import redis
+
+from seawall.cache import _invalidation_message as message_format
+from seawall.cache._sync.invalidation import get_invalidator
 from seawall.shared import _concurrency, _scripts
 from seawall.shared._sync.scripts import run_script
 from seawall.shared._concurrency import (
@@ -38,9 +53,13 @@ _SCHEDULE = _scripts.load("seawall.cache", "cache_again_schedule")
 _CLAIM = _scripts.load("seawall.cache", "cache_again_claim")
 _DONE = _scripts.load("seawall.cache", "cache_again_done")
 
-# A process looks at each schedule it serves at least this often: a second delete whose
-# scheduling process died is carried out within this of its due time.
-CHECK_EVERY = 0.5
+# Another process's announced second deletes are looked at this long after they are due
+# (the announcer carries them out itself unless it died): a second delete whose scheduling
+# process died is carried out within about this of its due time.
+GRACE = 0.5
+# The sweeper's loop wakes at least this often to drop namespaces nobody has open; an
+# idle wake-up sends nothing to Redis.
+IDLE_WAKE = 5.0
 # A claimed delete not confirmed within this long is due again (its claimant died).
 CLAIM = 5.0
 # Keys claimed per script call.
@@ -62,12 +81,34 @@ class Deleter(Protocol):
     def _drop_everywhere(self, texts: list[str]) -> None: ...
 
 
+# The sender id of this process's announcements (the message format wants 32 hex digits).
+_SENDER = uuid.uuid4().hex
+
+
 def schedule(client: Any, namespace: str, texts: Iterable[str], delay: float) -> None:
-    """Record second deletes of `texts` due `delay` seconds from now (server time)."""
+    """Record second deletes of `texts` due `delay` seconds from now (server time), and
+    announce them to every process with the namespace open."""
     members = list(texts)
     if members:
         delay_ms = max(0, round(delay * 1000))
-        run_script(client, _SCHEDULE, (schedule_key(namespace),), (delay_ms, *members))
+        head = f"{_SENDER}:{message_format.AGAIN}:"
+        channel = message_format.again_channel(namespace)
+        run_script(
+            client, _SCHEDULE, (schedule_key(namespace),), (delay_ms, channel, head, *members)
+        )
+
+
+class _Hearing:
+    """Registered with the client's invalidation listener for each namespace served, so
+    that the listener runs (and hears announcements) even where no Cache keeps an L1."""
+
+    max_entries = 0
+
+    def discard(self, key: str) -> None:
+        pass
+
+    def clear(self) -> None:
+        pass
 
 
 class AgainSweeper:
@@ -77,27 +118,60 @@ class AgainSweeper:
         self._client = weakref.ref(client)
         self._mutex = threading.Lock()
         self._caches: dict[str, weakref.WeakSet[Any]] = {}
-        self._next: dict[str, float] = {}  # namespace -> monotonic time to look again
+        # namespace -> monotonic time to look again (inf: nothing known to be scheduled)
+        self._next: dict[str, float] = {}
+        self._expected: set[str] = set()  # namespaces with second deletes known to wait
+        self._hearing: dict[str, _Hearing] = {}  # held while the namespace is served
         self._unrecorded: dict[str, dict[str, float]] = {}  # namespace -> key -> delay
+        self._plain_reads = False  # MEMORY USAGE refused (ACL, renamed): ZRANGE instead
         self._wake = Event()
         self._worker: Worker | None = None
         self._failures = 0
         self.carried_out = 0  # second deletes this process made (for tests and stats)
 
     def register(self, cache: Deleter) -> None:
-        """Serve `cache`'s namespace while `cache` lives; looks at its schedule at once."""
+        """Serve `cache`'s namespace while `cache` lives; looks at its schedule once now
+        (overdue deletes of processes that died), then when announcements say."""
+        namespace = cache.namespace
         with self._mutex:
-            self._caches.setdefault(cache.namespace, weakref.WeakSet()).add(cache)
-            self._next.setdefault(cache.namespace, 0.0)
+            self._caches.setdefault(namespace, weakref.WeakSet()).add(cache)
+            new = namespace not in self._next
+            self._next.setdefault(namespace, 0.0)
             if self._worker is None or not self._worker.alive():
                 self._worker = Worker(self._run, "seawall-cache-again")
+        if new:
+            self._listen(namespace)
         self._wake.set()
+
+    def _listen(self, namespace: str) -> None:
+        client = self._client()
+        if client is None:
+            return
+        hearing = self._hearing.setdefault(namespace, _Hearing())
+        invalidator = get_invalidator(client)
+        invalidator.register(namespace, hearing)
+        invalidator.on_again(self.announced)
 
     def due_in(self, namespace: str, delay: float) -> None:
         """This process scheduled a second delete of `namespace` due in `delay` s."""
-        at = _concurrency.monotonic() + max(0.0, delay)
+        self._expect(namespace, _concurrency.monotonic() + max(0.0, delay))
+
+    def announced(self, namespace: str | None, delay: float) -> None:
+        """The listener heard that second deletes of `namespace` are due in `delay` s (or,
+        for None, may have missed announcements: every namespace is looked at now)."""
+        now = _concurrency.monotonic()
+        if namespace is None:
+            with self._mutex:
+                for served in self._next:
+                    self._next[served] = now
+            self._wake.set()
+        elif namespace in self._next:
+            self._expect(namespace, now + delay + GRACE)
+
+    def _expect(self, namespace: str, at: float) -> None:
         with self._mutex:
             self._next[namespace] = min(self._next.get(namespace, at), at)
+            self._expected.add(namespace)
         self._wake.set()
 
     def unrecorded(self, namespace: str, texts: Iterable[str], delay: float) -> None:
@@ -119,6 +193,8 @@ class AgainSweeper:
                 if cache is None:
                     del self._caches[namespace]
                     self._next.pop(namespace, None)
+                    self._expected.discard(namespace)
+                    self._forget_hearing(namespace)
                 else:
                     live[namespace] = cache
             if not live:
@@ -140,8 +216,8 @@ class AgainSweeper:
             del cache, live  # hold no cache while idle: it may be collected
             self._wake.clear()  # before reading _next: a due_in() from now on wakes us
             with self._mutex:
-                wait = min(self._next.values(), default=now + CHECK_EVERY) - now
-            self._wake.wait(max(0.0, min(wait, CHECK_EVERY)))
+                wait = min(self._next.values(), default=math.inf) - now
+            self._wake.wait(max(0.0, min(wait, IDLE_WAKE)))
 
     def _serve(self, namespace: str, cache: Deleter) -> None:
         client = self._client()
@@ -160,7 +236,12 @@ class AgainSweeper:
             _concurrency.log.info("cache %r: Redis answers again; second deletes resume", namespace)
             self._failures = 0
         with self._mutex:
-            self._next[namespace] = _concurrency.monotonic() + min(wait, CHECK_EVERY)
+            if wait is None:
+                self._next[namespace] = math.inf
+                if not self._unrecorded.get(namespace):
+                    self._expected.discard(namespace)
+            else:
+                self._next[namespace] = _concurrency.monotonic() + wait
 
     def _record_unrecorded(self, namespace: str, cache: Deleter, client: Any) -> None:
         with self._mutex:
@@ -175,13 +256,14 @@ class AgainSweeper:
             if not self._unrecorded.get(namespace, True):
                 del self._unrecorded[namespace]
 
-    def _sweep(self, namespace: str, cache: Deleter, client: Any) -> float:
-        """Carry out what is due; returns seconds until the next due key (or CHECK_EVERY).
+    def _sweep(self, namespace: str, cache: Deleter, client: Any) -> float | None:
+        """Carry out what is due; returns seconds until the next due key (None: none).
 
-        An empty schedule, the usual case, costs one plain read and no script."""
+        An empty schedule costs one read that the server counts neither as a hit nor as a
+        miss, and no script."""
         key = schedule_key(namespace)
-        if not client.zrange(key, 0, 0):
-            return CHECK_EVERY
+        if not self._scheduled(client, key):
+            return None
         while True:
             reply = run_script(client, _CLAIM, (key,), (BATCH, round(CLAIM * 1000)))
             claim, next_ms = int(reply[0]), int(reply[1])
@@ -191,9 +273,31 @@ class AgainSweeper:
                 run_script(client, _DONE, (key,), (claim, *texts))
                 self.carried_out += len(texts)
             if len(texts) < BATCH:
-                return CHECK_EVERY if next_ms < 0 else next_ms / 1000
+                return None if next_ms < 0 else next_ms / 1000
+
+    def _scheduled(self, client: Any, key: str) -> bool:
+        if not self._plain_reads:
+            try:
+                return client.memory_usage(key, samples=1) is not None
+            except redis.ResponseError:
+                self._plain_reads = True  # not allowed here: a read the server counts
+        return bool(client.zrange(key, 0, 0))
+
+    def _forget_hearing(self, namespace: str) -> None:
+        """Called holding the mutex, for a namespace nobody has open any more."""
+        hearing = self._hearing.pop(namespace, None)
+        client = self._client()
+        if hearing is not None and client is not None:
+            get_invalidator(client).unregister(namespace, hearing)
 
     def _failed(self, namespace: str, exc: Exception) -> None:
+        with self._mutex:
+            expected = namespace in self._expected or bool(self._unrecorded.get(namespace))
+        if not expected:
+            # A look that found nothing waiting: no second delete is late, nothing to say.
+            _concurrency.log.debug("cache %r: looking at second deletes: %r", namespace, exc)
+            self._retry(namespace, 1)
+            return
         self._failures += 1
         if self._failures == 1:
             _concurrency.log.warning(
@@ -204,8 +308,11 @@ class AgainSweeper:
             )
         else:
             _concurrency.log.debug("cache %r: second deletes: %r", namespace, exc)
+        self._retry(namespace, self._failures)
+
+    def _retry(self, namespace: str, failures: int) -> None:
         first, last = BACKOFF
-        delay = min(last, first * 2 ** min(self._failures - 1, 16))
+        delay = min(last, first * 2 ** min(failures - 1, 16))
         with self._mutex:
             self._next[namespace] = _concurrency.monotonic() + delay
 

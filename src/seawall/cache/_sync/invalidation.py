@@ -25,6 +25,11 @@ registered L1 is such, the listener subscribes to clears alone, not to every wri
 discard, and subscribes to those too (a new connection) once an L1 that keeps entries
 is registered.
 
+The listener also hears announcements of second deletes ("seawall:again:*", see
+again.py) and passes them to the hooks registered with `on_again`, with (None, 0) each time
+its subscription is complete again (at start and after any loss), as some may have been
+missed.
+
 L1s are held weakly; the listener stops once none is left.
 """
 
@@ -34,6 +39,7 @@ import contextlib
 import threading
 import uuid
 import weakref
+from collections.abc import Callable
 from typing import Any, Literal, NamedTuple, Protocol
 
 from seawall.cache import _invalidation_message as message_format
@@ -102,6 +108,8 @@ class Invalidator:
         self._highest: dict[str, int] = {}  # namespace -> highest generation ever seen here
         self._discards_wanted = False  # an L1 that keeps entries was registered
         self._subscribed: tuple[str, ...] = ()  # the patterns of the current connection
+        # (namespace or None, seconds until due) -> None: second-delete sweepers
+        self._again_hooks: list[Callable[[str | None, float], None]] = []
 
     def __repr__(self) -> str:
         state = "listening" if self.listening else "not listening"
@@ -141,6 +149,24 @@ class Invalidator:
                         del self._l1s[namespace]
 
         return forget
+
+    def on_again(self, hook: Callable[[str | None, float], None]) -> None:
+        """Call `hook(namespace, seconds)` for each announced second delete, and
+        `hook(None, 0.0)` whenever announcements may have been missed (registered once)."""
+        with self._mutex:
+            if hook not in self._again_hooks:
+                self._again_hooks.append(hook)
+        if self.listening:
+            hook(None, 0.0)  # it may have missed some before it was registered
+
+    def _tell_again(self, namespace: str | None, seconds: float) -> None:
+        with self._mutex:
+            hooks = list(self._again_hooks)
+        for hook in hooks:
+            try:
+                hook(namespace, seconds)
+            except Exception:
+                _concurrency.log.exception("second-delete hook %r raised", hook)
 
     def unregister(self, namespace: str, l1: L1) -> None:
         with self._mutex:
@@ -221,9 +247,10 @@ class Invalidator:
             self._generations.clear()
 
     def _patterns(self) -> tuple[str, ...]:
+        heard = (message_format.CLEARED_PATTERN, message_format.AGAIN_PATTERN)
         if self._discards_wanted:
-            return (message_format.CLEARED_PATTERN, message_format.PATTERN)
-        return (message_format.CLEARED_PATTERN,)
+            return (*heard, message_format.PATTERN)
+        return heard
 
     def _hears_all(self, patterns: tuple[str, ...]) -> bool:
         """Whether a connection subscribed to `patterns` hears all that is wanted now."""
@@ -291,7 +318,10 @@ class Invalidator:
         if message["type"] != "pmessage":
             return
         decoded = message_format.decode(message["channel"], message["data"])
-        if decoded is None:
+        if decoded is not None and decoded.op == message_format.AGAIN:
+            # Our own too: another client's sweeper in this process may serve it.
+            self._tell_again(decoded.namespace, message_format.due_in(decoded) or 0.0)
+        elif decoded is None:
             self.clear_local()  # unreadable: it may have named any key
         elif decoded.sender != self.id:  # our own were applied locally when published
             self.received += 1
@@ -389,8 +419,11 @@ class Invalidator:
                         self._new_session()
                     if acks % patterns == 0:
                         with self._mutex:
-                            if self._hears_all(self._subscribed):
+                            complete = self._hears_all(self._subscribed)
+                            if complete:
                                 self._listening.set()
+                        if complete:
+                            self._tell_again(None, 0.0)  # announcements may have been missed
                 else:
                     self._on_message(message)
         finally:

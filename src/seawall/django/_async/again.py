@@ -3,7 +3,8 @@
 The second delete is seawall.Cache's (seawall/cache/_async/again.py): recorded in a sorted
 set in Redis before the first delete, so it happens even if the caller dies right after,
 and carried out exactly once by a process with a seawall.django cache on that Redis (each
-process's sweeper, one per client; the schedule is looked at every 0.5 s). Carrying one
+process's sweeper, one per client; it looks at the schedule when deletes announced there
+fall due). Carrying one
 out deletes the made key as delete() does: the value, its load lease (a load in flight is
 voided), and every process's L1 copy.
 
