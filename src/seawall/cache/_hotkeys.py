@@ -31,9 +31,11 @@ class HotKeys:
         "_clock",
         "_counts",
         "_decay_at",
+        "_decayed_at",
         "_gap_bits",
         "_limit",
-        "_samples",
+        "_mean_gap",
+        "_window",
         "capacity",
         "half_life",
         "reads",
@@ -61,14 +63,18 @@ class HotKeys:
         # Gaps are 1 + a random number of `_gap_bits` bits: a mean of about sample_every
         # (exactly 1 when every read is sampled; 4.5 for 4, 8.5 for 8).
         self._gap_bits = 0 if sample_every == 1 else (2 * sample_every).bit_length() - 1
-        self._samples = 0
+        self._mean_gap = 1 + ((1 << self._gap_bits) - 1) / 2  # reads per sample, on average
         self.half_life = half_life
         self._clock = clock
         self._counts: dict[str, int] = {}
         # Pruning costs O(limit) and frees limit - capacity places: a wide margin makes it
         # rare (amortised over ~7 x capacity new keys).
         self._limit = 8 * capacity
-        self._decay_at = clock() + half_life
+        self._decayed_at = clock()  # the last halving (or the start)
+        self._decay_at = self._decayed_at + half_life
+        # The seconds of reads the counts stand for at the last halving, each second
+        # weighted by the halvings since: 0 at the start, half_life once steady.
+        self._window = 0.0
         self.reads = 0  # since the last decay, halved with the counts
 
     def offer(self, key: str) -> bool:
@@ -89,18 +95,23 @@ class HotKeys:
         counts[key] = counts.get(key, 0) + 1
         if len(counts) > self._limit:
             self._prune()
-        self._samples += 1
-        # The clock is read every 64th sample: half-lives are seconds, samples are microseconds.
-        return not self._samples & 63 and self._clock() >= self._decay_at and self.decay()
+        # The clock is read on every sample (one read in sample_every; ~50 ns): read only
+        # every 64th, it took about a thousand reads of a key before the first halving,
+        # so a process reading a key 30 times a second published nothing for 25 s.
+        return self._clock() >= self._decay_at and self.decay()
 
     def is_hot(self, key: str) -> bool:
         """Whether `key` is among the heavy keys: at least HOT_MIN_SAMPLES recent samples."""
         return self._counts.get(key, 0) >= HOT_MIN_SAMPLES
 
     def rate(self, count: int) -> float:
-        """Reads per second that a (decayed) sample count stands for, roughly: a count
-        halved every half_life sums about 1.44 half-lives of samples."""
-        return count * self.sample_every / (1.44 * self.half_life)
+        """Reads per second that a (decayed) sample count stands for: the count over the
+        seconds it covers, each weighted as its samples were by the halvings since (the
+        window kept at each halving, plus the time since), so the rate is right at any
+        phase of the half-life and from the first second; each sample stands for the
+        mean gap of reads."""
+        window = self._window + max(0.0, self._clock() - self._decayed_at)
+        return count * self._mean_gap / window if window > 0 else 0.0
 
     def _prune(self) -> None:
         counts = self._counts
@@ -115,6 +126,8 @@ class HotKeys:
         now = self._clock()
         if now < self._decay_at:
             return False
+        self._window = (self._window + (now - self._decayed_at)) / 2
+        self._decayed_at = now
         self._decay_at = now + self.half_life
         self.reads = (self.reads + sum(self._counts.values())) // 2
         self._counts = {k: c // 2 for k, c in self._counts.items() if c >= 2}
