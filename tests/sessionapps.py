@@ -137,6 +137,12 @@ def starlette_app(client: Any, **options: Any) -> Any:
         request.session.clear()
         return JSONResponse({})
 
+    async def forget(request: Request) -> JSONResponse:
+        """Unbinds the user but keeps a session (same id)."""
+        request.session.clear()
+        request.session["anonymous"] = "1"
+        return JSONResponse({})
+
     async def everywhere(request: Request) -> JSONResponse:
         ended = await logout_everywhere(client, request.query_params["user"])
         return JSONResponse({"ended": ended})
@@ -180,6 +186,7 @@ def starlette_app(client: Any, **options: Any) -> Any:
         Route("/drop", drop),
         Route("/login", login),
         Route("/logout", logout),
+        Route("/forget", forget),
         Route("/everywhere", everywhere),
         Route("/write-late", write_late),
         Route("/late-error", late_error),

@@ -368,3 +368,28 @@ def test_logout_everywhere_never_misses_a_login_saved_at_the_same_moment(
         await client.aclose()
 
     asyncio.run(main())
+
+
+def test_the_user_index_follows_logins_again_and_unbinding(seawall_server: Any) -> None:
+    async def scenario(user: httpx.AsyncClient, client: Any, app: Any) -> None:
+        index = _ids.user_index_key("seawall:session", "alice")
+        await user.get("/login?user=alice")
+        first = user.cookies["session"]
+        await user.get("/login?user=alice")  # a new id in the same slot: one script
+        second = user.cookies["session"]
+        assert second != first and _ids.tag_of(second) == _ids.tag_of(first)
+        assert await client.smembers(index) == {_ids.handle(second).encode()}
+        # clear() unbinds: the session stays (same id), out of alice's index.
+        await user.get("/forget")
+        assert user.cookies["session"] == second
+        assert await client.smembers(index) == set()
+        assert await logout_everywhere(client, "alice") == 0
+        assert (await user.get("/")).json() == {"data": {"anonymous": "1"}, "user": None}
+        # Bound to bob: the session moves to bob's slot, leaving no trace in alice's.
+        await user.get("/login?user=bob")
+        assert _ids.tag_of(user.cookies["session"]) == _ids.user_tag("bob")
+        assert len(await client.keys("seawall:session:{*}:*")) == 1
+        assert await logout_everywhere(client, "bob") == 1
+        assert (await user.get("/")).json() == {"data": {}, "user": None}
+
+    in_process(seawall_server.url, scenario)
