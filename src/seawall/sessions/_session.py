@@ -361,15 +361,18 @@ def plan(session: Session, now_ms: int = 0) -> SavePlan:
     tag = _ids.user_tag(user) if user is not None else None
 
     stored_user = session._stored_user
+    # The user whose index holds this id: the stored user, when the id has that user's
+    # tag (an id bound by an older seawall, without it, is in no index of this form).
+    indexed = None
+    if current is not None and stored_user is not None:
+        indexed = stored_user if _ids.user_tag(stored_user) == _ids.tag_of(current) else None
     if current is None:
         if empty:
             return SavePlan(None, None, cookie="drop" if session.sent_dead_cookie else None)
         new_id = _ids.new_id(tag)
         return SavePlan("new", new_id, pairs=everything, index_user=user, index_add=new_id)
     if empty:
-        return SavePlan(
-            "delete", current, cookie="drop", index_user=stored_user, index_remove=current
-        )
+        return SavePlan("delete", current, cookie="drop", index_user=indexed, index_remove=current)
     if tag is not None and (tag != _ids.tag_of(current) or stored_user not in (None, user)):
         # Bound to a user of another slot (or another user): the old id ends in one
         # script, the new one is written and indexed in another. Between them the
@@ -382,11 +385,11 @@ def plan(session: Session, now_ms: int = 0) -> SavePlan:
             index_user=user,
             index_add=new_id,
             retire_id=current,
-            retire_user=stored_user,
+            retire_user=indexed,
         )
     if session._regenerate:
         new_id = _ids.new_id(_ids.tag_of(current))
-        owner = user if user is not None else stored_user
+        owner = user if user is not None else indexed
         return SavePlan(
             "regen",
             current,
@@ -394,13 +397,13 @@ def plan(session: Session, now_ms: int = 0) -> SavePlan:
             pairs=everything,
             index_user=owner,
             index_add=new_id if user is not None else None,
-            index_remove=current if stored_user is not None else None,
+            index_remove=current if indexed is not None else None,
         )
     # Same id from here on; user is None, or stored_user is None or user.
     unbinds = stored_user is not None and user is None
     index: dict[str, Any] = {}
     if unbinds:
-        index = {"index_user": stored_user, "index_remove": current}
+        index = {"index_user": indexed, "index_remove": current} if indexed else {}
     elif user != stored_user:
         index = {"index_user": user, "index_add": current}
     if session._cleared:
