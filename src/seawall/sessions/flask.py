@@ -41,6 +41,21 @@ _DEFAULTS: dict[str, Any] = {
 }
 
 
+# The config keys that _from_config reads.
+_CONFIG_KEYS = (
+    "SESSION_COOKIE_NAME",
+    "SESSION_COOKIE_DOMAIN",
+    "SESSION_COOKIE_PATH",
+    "SESSION_COOKIE_HTTPONLY",
+    "SESSION_COOKIE_SECURE",
+    "SESSION_COOKIE_SAMESITE",
+    "SESSION_COOKIE_PARTITIONED",
+    "SESSION_REFRESH_EACH_REQUEST",
+    "PERMANENT_SESSION_LIFETIME",
+    "APPLICATION_ROOT",
+)
+
+
 class FlaskJsonSerializer:
     """Flask's tagged JSON (flask.json.tag), the format of Flask's own cookie sessions:
     tuples, bytes, Markup, UUIDs and datetimes come back as they went in (a flashed
@@ -166,10 +181,12 @@ class RedisSessionInterface(SessionInterface):
         return self._store_for(app).options
 
     def _store_for(self, app: Flask) -> SessionStore:
-        chosen = {**_DEFAULTS, **_from_config(app), **self._given}
-        key = tuple(sorted((name, repr(value)) for name, value in chosen.items()))
+        # Read at every request (Flask lets the config change at run time); the options
+        # are built once per distinct set of values.
+        key = tuple(repr(app.config.get(name)) for name in _CONFIG_KEYS)
         store = self._stores.get(key)
         if store is None:
+            chosen = {**_DEFAULTS, **_from_config(app), **self._given}
             options = make_options(**self._fixed, **chosen)
             store = SessionStore(self.client, options, session_class=FlaskSession)
             if len(self._stores) > 64:  # config changed at run time, over and over
