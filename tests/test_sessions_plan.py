@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from seawall.sessions import SessionValueError, _cookies, _ids, _session
+from seawall.sessions import SessionValueError, _cookies, _ids, _plan
 from seawall.sessions._options import make_options
 from seawall.sessions._session import Session
 
@@ -35,34 +35,32 @@ def test_every_way_of_changing_the_dict_is_checked() -> None:
 def test_a_read_sends_no_cookie_until_a_refresh_is_due() -> None:
     session = loaded(a=b"1")
     session.issued_ms = 1_000_000
-    assert _session.plan(session, 1_000_000 + 49_000) == _session.SavePlan(
-        None, session.id, cookie=None
-    )
-    due = _session.plan(session, 1_000_000 + 50_000)
+    assert _plan.plan(session, 1_000_000 + 49_000) == _plan.SavePlan(None, session.id, cookie=None)
+    due = _plan.plan(session, 1_000_000 + 50_000)
     assert due.mode == "update" and not due.pairs and due.cookie_id == session.id
     session.permanent = False  # a browser-session cookie has nothing to refresh
-    assert _session.plan(session, 10**12).mode == "update"  # the flag itself is saved
+    assert _plan.plan(session, 10**12).mode == "update"  # the flag itself is saved
     stored = loaded(a=b"1")
     stored._stored_permanent = stored._permanent = False
-    assert _session.plan(stored, 10**12).cookie is None
+    assert _plan.plan(stored, 10**12).cookie is None
 
 
 def test_binding_moves_the_session_to_its_users_slot_and_indexes_it_there() -> None:
     session = loaded(a=b"1")
     session.bind_user("alice")
-    plan = _session.plan(session)
+    plan = _plan.plan(session)
     assert plan.mode == "new" and plan.retire_id == session.id and plan.retire_user is None
     assert _ids.tag_of(plan.session_id or "") == _ids.user_tag("alice")
     assert plan.index_user == "alice" and plan.index_add == plan.session_id
     bound = loaded("alice", _ids.user_tag("alice"), a=b"1")
     bound.clear()
-    plan = _session.plan(bound)
+    plan = _plan.plan(bound)
     assert plan.mode == "delete" and plan.index_user == "alice"
     assert plan.index_remove == bound.id and plan.cookie == "drop"
     # An id bound by an older seawall (not in its user's slot) is in no such index.
     legacy = loaded("alice", "AAAA", a=b"1")
     legacy.clear()
-    assert _session.plan(legacy).index_user is None
+    assert _plan.plan(legacy).index_user is None
 
 
 def test_the_cookie_attributes() -> None:

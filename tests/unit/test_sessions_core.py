@@ -9,7 +9,8 @@ import pytest
 
 from seawall.sessions import _cookies, _ids
 from seawall.sessions._options import make_options
-from seawall.sessions._session import Session, plan, response_cookie
+from seawall.sessions._plan import plan, response_cookie
+from seawall.sessions._session import Session
 from seawall.sessions.errors import SessionClosed, SessionTooLarge, SessionValueError
 
 OPTIONS = make_options(max_size=200)

@@ -16,7 +16,8 @@ from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from seawall.sessions import _cookies
 from seawall.sessions._async.store import AsyncSessionStore
 from seawall.sessions._options import Serializer, make_options
-from seawall.sessions._session import Session, check_client, response_cookie
+from seawall.sessions._plan import response_cookie
+from seawall.sessions._session import Session, check_client
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]

@@ -21,7 +21,8 @@ except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ImportError("seawall.sessions.flask needs Flask: pip install 'seawall[flask]'") from exc
 
 from seawall.sessions._options import Serializer, SessionOptions, make_options, serializer_of
-from seawall.sessions._session import Session, check_client, response_cookie
+from seawall.sessions._plan import response_cookie
+from seawall.sessions._session import Session, check_client
 from seawall.sessions._sync.store import SessionStore
 
 # A keyword left out: app.config, then seawall's default, decide.

@@ -12,9 +12,10 @@ from typing import Any
 
 import redis.exceptions
 
-from seawall.sessions import _ids, _session
+from seawall.sessions import _ids, _plan, _session
 from seawall.sessions._options import SessionOptions
-from seawall.sessions._session import SavePlan, Session
+from seawall.sessions._plan import SavePlan
+from seawall.sessions._session import Session
 from seawall.sessions.errors import SessionTooLarge, SessionUnavailable
 from seawall.shared import _scripts
 from seawall.shared._async.scripts import run_script
@@ -67,7 +68,7 @@ class AsyncSessionStore:
         Raises SessionTooLarge or SessionValueError before anything is written, and
         SessionUnavailable when Redis does not answer."""
         session.close()
-        plan = _session.plan(session, int(time.time() * 1000))
+        plan = _plan.plan(session, int(time.time() * 1000))
         if plan.mode is None:
             return plan
         if plan.retire_id is not None:
