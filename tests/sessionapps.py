@@ -89,7 +89,7 @@ def starlette_app(client: Any, **options: Any) -> Any:
     from starlette.responses import JSONResponse
     from starlette.routing import Route
 
-    state: dict[str, Any] = {"barrier": None, "late": None}
+    state: dict[str, Any] = {"barrier": None, "late": None, "hold": None}
 
     async def show(request: Request) -> JSONResponse:
         return JSONResponse({"data": dict(request.session), "user": request.session.user_id})
@@ -137,6 +137,12 @@ def starlette_app(client: Any, **options: Any) -> Any:
         request.session.clear()
         return JSONResponse({})
 
+    async def forget(request: Request) -> JSONResponse:
+        """Unbinds the user but keeps a session (same id)."""
+        request.session.clear()
+        request.session["anonymous"] = "1"
+        return JSONResponse({})
+
     async def everywhere(request: Request) -> JSONResponse:
         ended = await logout_everywhere(client, request.query_params["user"])
         return JSONResponse({"ended": ended})
@@ -156,6 +162,22 @@ def starlette_app(client: Any, **options: Any) -> Any:
     async def late_error(request: Request) -> JSONResponse:
         return JSONResponse({"late": state["late"]})
 
+    async def hold(request: Request) -> JSONResponse:
+        """Reads the session, then waits for /release: a read in flight."""
+        state["hold"] = state["hold"] or asyncio.Event()
+        data = dict(request.session)
+        await asyncio.wait_for(state["hold"].wait(), 10)
+        state["hold"] = None
+        return JSONResponse({"data": data})
+
+    async def release(request: Request) -> JSONResponse:
+        state["hold"] = state["hold"] or asyncio.Event()
+        state["hold"].set()
+        return JSONResponse({})
+
+    async def as_json(request: Request) -> JSONResponse:
+        return JSONResponse(request.session)
+
     routes = [
         Route("/", show),
         Route("/put", put),
@@ -164,21 +186,28 @@ def starlette_app(client: Any, **options: Any) -> Any:
         Route("/drop", drop),
         Route("/login", login),
         Route("/logout", logout),
+        Route("/forget", forget),
         Route("/everywhere", everywhere),
         Route("/write-late", write_late),
         Route("/late-error", late_error),
+        Route("/hold", hold),
+        Route("/release", release),
+        Route("/json", as_json),
     ]
     app = Starlette(routes=routes)
+    app.state.requests = state  # tests wait on what the routes do
     app.add_middleware(SessionMiddleware, redis=client, **options)
     return app
 
 
-def flask_app(client: Any, **options: Any) -> Any:
-    from flask import Flask, jsonify, request, session
+def flask_app(client: Any, config: dict[str, Any] | None = None, **options: Any) -> Any:
+    from flask import Flask, flash, get_flashed_messages, jsonify, request, session
+    from markupsafe import Markup
 
     from seawall.sessions.flask import RedisSessionInterface
 
     app = Flask("sessions-test")
+    app.config.update(config or {})
     app.session_interface = RedisSessionInterface(client, **options)
     barriers: dict[int, threading.Barrier] = {}
 
@@ -220,6 +249,26 @@ def flask_app(client: Any, **options: Any) -> Any:
     @app.get("/everywhere")
     def everywhere() -> Any:
         return jsonify(ended=logout_everywhere(client, request.args["user"]))
+
+    @app.get("/nothing")
+    def nothing() -> Any:
+        return ""
+
+    @app.get("/read")
+    def read() -> Any:
+        return jsonify(colour=session.get("colour"))
+
+    @app.get("/flash")
+    def flash_some() -> Any:
+        flash("saved")
+        flash(Markup("<b>careful</b>"), "warning")
+        return ""
+
+    @app.get("/flashed")
+    def flashed() -> Any:
+        messages = get_flashed_messages(with_categories=True)
+        # Each as it came back: its type, its category, its message's type and text.
+        return jsonify([[type(m).__name__, m[0], type(m[1]).__name__, str(m[1])] for m in messages])
 
     return app
 

@@ -7,14 +7,18 @@ import asyncio
 import concurrent.futures
 from collections.abc import Iterator
 from contextlib import ExitStack
+from datetime import timedelta
 from typing import Any
 
 import httpx
 import pytest
+import redis.asyncio
 import sessionapps
 from conftest import Target
 
-from seawall.sessions import _ids
+from seawall.sessions import _ids, logout_everywhere
+from seawall.sessions._async.store import AsyncSessionStore
+from seawall.sessions._options import SessionOptions
 from seawall.shared import _scripts
 
 
@@ -129,7 +133,8 @@ def test_regenerate_at_login_kills_the_old_id(apps: Any) -> None:
         before = user.cookies["session"]
         user.get("/login?user=alice")
         after = user.cookies["session"]
-        assert after != before and _ids.tag_of(after) == _ids.tag_of(before)
+        # Bound at login: the new id has its user's tag, the slot of the user's index.
+        assert after != before and _ids.tag_of(after) == _ids.user_tag("alice")
         assert user.get("/").json() == {"data": {"cart": "3", "user": "alice"}, "user": "alice"}
     with httpx.Client(base_url=base_two, cookies={"session": before}) as attacker:
         response = attacker.get("/")
@@ -233,3 +238,158 @@ def test_the_cookie_is_secure_over_https(seawall_server: Any) -> None:
 
     cookie = asyncio.run(main())
     assert "; Secure" in cookie and "HttpOnly" in cookie
+
+
+def in_process(url: str, scenario: Any, **options: Any) -> Any:
+    """Run `scenario(user, client, app)` against the Starlette app called in-process."""
+
+    async def main() -> Any:
+        client = sessionapps.async_client(url, cluster=False)
+        await client.flushdb()
+        app = sessionapps.starlette_app(client, **options)
+        transport = httpx.ASGITransport(app=app)
+        try:
+            async with httpx.AsyncClient(transport=transport, base_url="http://app") as user:
+                return await scenario(user, client, app)
+        finally:
+            await client.aclose()
+
+    return asyncio.run(main())
+
+
+def test_responses_that_depend_on_the_session_vary_on_cookie(seawall_server: Any) -> None:
+    async def scenario(user: httpx.AsyncClient, client: Any, app: Any) -> None:
+        response = await user.get("/put?a=1")
+        assert "set-cookie" in response.headers and response.headers["vary"] == "Cookie"
+        response = await user.get("/")  # a read: no cookie, the page still depends on it
+        assert "set-cookie" not in response.headers and response.headers["vary"] == "Cookie"
+
+    in_process(seawall_server.url, scenario)
+
+
+def test_a_read_in_flight_during_a_login_does_not_send_back_the_old_id(
+    seawall_server: Any,
+) -> None:
+    """A page that polls: its request loaded the session before a login regenerated it,
+    and answers after. Its response must not put the old, deleted id back."""
+
+    async def scenario(user: httpx.AsyncClient, client: Any, app: Any) -> None:
+        await user.get("/put?cart=3")
+        before = user.cookies["session"]
+        polling = asyncio.create_task(user.get("/hold"))
+        while app.state.requests["hold"] is None:  # until /hold has loaded the session
+            await asyncio.sleep(0.005)
+        await user.get("/login?user=alice")
+        after = user.cookies["session"]
+        assert after != before
+        await user.get("/release")
+        late = await polling
+        assert late.json()["data"] == {"cart": "3"}
+        assert "set-cookie" not in late.headers  # neither the old id nor a drop
+        assert user.cookies["session"] == after
+        assert (await user.get("/")).json()["user"] == "alice"
+
+    in_process(seawall_server.url, scenario)
+
+
+def test_a_read_resends_the_cookie_once_half_its_max_age_has_passed(
+    seawall_server: Any,
+) -> None:
+    async def scenario(user: httpx.AsyncClient, client: Any, app: Any) -> None:
+        await user.get("/put?a=1")
+        (key,) = await client.keys("seawall:session:*")
+        assert "set-cookie" not in (await user.get("/")).headers
+        issued = int(await client.hget(key, "m:issued"))
+        await client.hset(key, "m:issued", issued - 51_000)  # max_age is 100 s
+        response = await user.get("/")
+        assert "Max-Age=100" in response.headers["set-cookie"]
+        assert int(await client.hget(key, "m:issued")) > issued - 51_000
+        assert "set-cookie" not in (await user.get("/")).headers
+
+    in_process(seawall_server.url, scenario, max_age=100)
+
+
+def test_the_session_is_a_dict_json_responses_take(seawall_server: Any) -> None:
+    async def scenario(user: httpx.AsyncClient, client: Any, app: Any) -> None:
+        await user.get("/put?colour=blue&size=9")
+        response = await user.get("/json")
+        assert response.status_code == 200
+        assert response.json() == {"colour": "blue", "size": "9"}
+
+    in_process(seawall_server.url, scenario)
+
+
+def test_max_age_as_a_timedelta_and_a_browser_session_cookie(seawall_server: Any) -> None:
+    async def scenario(user: httpx.AsyncClient, client: Any, app: Any) -> None:
+        cookie = (await user.get("/put?a=1")).headers["set-cookie"]
+        assert "Max-Age" not in cookie and "Expires" not in cookie
+        (key,) = await client.keys("seawall:session:*")
+        assert 290_000 < await client.pttl(key) <= 300_000  # Redis still ends it
+
+    in_process(seawall_server.url, scenario, max_age=timedelta(minutes=5), browser_session=True)
+
+    async def persistent(user: httpx.AsyncClient, client: Any, app: Any) -> None:
+        cookie = (await user.get("/put?a=1")).headers["set-cookie"]
+        assert "Max-Age=300;" in cookie and "Expires=" in cookie
+
+    in_process(seawall_server.url, persistent, max_age=timedelta(minutes=5))
+
+
+def test_logout_everywhere_never_misses_a_login_saved_at_the_same_moment(
+    seawall_server: Any,
+) -> None:
+    """The logout runs right after the login's save script returns: the login's session
+    was saved before the logout began, so the logout must end it."""
+    save_sha = _scripts.load("seawall.sessions", "session_save").sha
+    save_source = _scripts.load("seawall.sessions", "session_save").source
+
+    class LogoutAfterSave(sessionapps.CountingRedis):
+        ended: list[int]
+
+        async def execute_command(self, *args: Any, **options: Any) -> Any:
+            reply = await super().execute_command(*args, **options)
+            if args[1:2] in ((save_sha,), (save_source,)) and not self.ended:
+                admin = redis.asyncio.Redis.from_url(seawall_server.url)
+                self.ended.append(await logout_everywhere(admin, "alice"))
+                await admin.aclose()
+            return reply
+
+    async def main() -> None:
+        client = LogoutAfterSave.from_url(seawall_server.url)
+        client.ended = []
+        await client.flushdb()
+        store = AsyncSessionStore(client, SessionOptions())
+        session = await store.load(None)
+        session["user"] = "alice"
+        session.bind_user("alice")
+        plan = await store.save(session)
+        assert client.ended == [1]
+        assert (await store.load(plan.cookie_id)).is_new  # ended by the logout
+        await client.aclose()
+
+    asyncio.run(main())
+
+
+def test_the_user_index_follows_logins_again_and_unbinding(seawall_server: Any) -> None:
+    async def scenario(user: httpx.AsyncClient, client: Any, app: Any) -> None:
+        index = _ids.user_index_key("seawall:session", "alice")
+        await user.get("/login?user=alice")
+        first = user.cookies["session"]
+        await user.get("/login?user=alice")  # a new id in the same slot: one script
+        second = user.cookies["session"]
+        assert second != first and _ids.tag_of(second) == _ids.tag_of(first)
+        assert await client.smembers(index) == {_ids.handle(second).encode()}
+        # clear() unbinds: the session stays (same id), out of alice's index.
+        await user.get("/forget")
+        assert user.cookies["session"] == second
+        assert await client.smembers(index) == set()
+        assert await logout_everywhere(client, "alice") == 0
+        assert (await user.get("/")).json() == {"data": {"anonymous": "1"}, "user": None}
+        # Bound to bob: the session moves to bob's slot, leaving no trace in alice's.
+        await user.get("/login?user=bob")
+        assert _ids.tag_of(user.cookies["session"]) == _ids.user_tag("bob")
+        assert len(await client.keys("seawall:session:{*}:*")) == 1
+        assert await logout_everywhere(client, "bob") == 1
+        assert (await user.get("/")).json() == {"data": {}, "user": None}
+
+    in_process(seawall_server.url, scenario)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import concurrent.futures
 from collections.abc import Iterator
 from contextlib import ExitStack
+from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -115,3 +116,75 @@ def test_flask_bad_input(apps: Any, target: Any) -> None:
     with sessionapps.werkzeug_thread(down) as base:
         response = httpx.get(f"{base}/", cookies={"session": _ids.new_id()})
         assert response.status_code == 500
+
+
+def test_flask_config_sets_the_cookie_and_lifetime(seawall_server: Any) -> None:
+    """Flask's SESSION_COOKIE_* and PERMANENT_SESSION_LIFETIME, set in app.config, win over
+    seawall's defaults (e.g. Secure behind a proxy that terminates TLS)."""
+    client = sessionapps.sync_client(seawall_server.url, False)
+    client.flushdb()
+    config = {
+        "SESSION_COOKIE_SECURE": True,
+        "SESSION_COOKIE_NAME": "sid",
+        "SESSION_COOKIE_DOMAIN": "example.com",
+        "SESSION_COOKIE_SAMESITE": "Strict",
+        "SESSION_COOKIE_PATH": "/shop",
+        "SESSION_COOKIE_HTTPONLY": False,
+        "PERMANENT_SESSION_LIFETIME": timedelta(hours=1),
+    }
+    app = sessionapps.flask_app(client, config)
+    cookie = app.test_client().get("/put?colour=blue").headers["set-cookie"]
+    assert cookie.startswith("sid=")
+    for part in ("Secure", "Domain=example.com", "SameSite=Strict", "Path=/shop", "Max-Age=3600"):
+        assert f"; {part}" in cookie, part
+    assert "HttpOnly" not in cookie
+    (key,) = client.keys("seawall:session:*")
+    assert 3_500_000 < client.pttl(key) <= 3_600_000
+    # APPLICATION_ROOT is the path when SESSION_COOKIE_PATH is not set (Flask's rule).
+    app = sessionapps.flask_app(client, {"APPLICATION_ROOT": "/app"})
+    cookie = app.test_client().get("/put?colour=blue").headers["set-cookie"]
+    assert "; Path=/app;" in cookie and "SameSite=Lax" in cookie  # seawall's default stays
+    # A keyword given to RedisSessionInterface wins over the config.
+    app = sessionapps.flask_app(client, {"SESSION_COOKIE_SECURE": True}, secure=False)
+    assert "Secure" not in app.test_client().get("/put?a=1").headers["set-cookie"]
+    client.close()
+
+
+def test_flask_flashed_markup_and_categories_come_back_as_they_went(
+    seawall_server: Any,
+) -> None:
+    client = sessionapps.sync_client(seawall_server.url, False)
+    user = sessionapps.flask_app(client).test_client()
+    user.get("/flash")
+    assert user.get("/flashed").json == [
+        ["tuple", "message", "str", "saved"],
+        ["tuple", "warning", "Markup", "<b>careful</b>"],
+    ]
+    assert user.get("/flashed").json == []
+    client.close()
+
+
+def test_flask_accessed_modified_and_vary_cookie(seawall_server: Any) -> None:
+    from flask.globals import request_ctx
+
+    def session() -> Any:  # the request's session, read without marking it accessed
+        return request_ctx._session
+
+    client = sessionapps.sync_client(seawall_server.url, False)
+    app = sessionapps.flask_app(client)
+    with app.test_client() as visitor:
+        response = visitor.get("/nothing")
+        assert "Vary" not in response.headers and "set-cookie" not in response.headers
+        assert not session().modified and not session().accessed
+        # A visitor without a cookie: the page still depends on the (absent) cookie.
+        response = visitor.get("/read")
+        assert response.headers["Vary"] == "Cookie" and "set-cookie" not in response.headers
+        assert session().accessed and not session().modified
+        response = visitor.get("/put?colour=red")
+        assert response.headers["Vary"] == "Cookie" and "set-cookie" in response.headers
+        assert session().modified
+        response = visitor.get("/read")
+        assert response.json == {"colour": "red"} and response.headers["Vary"] == "Cookie"
+        # A read sends no cookie (see test_sessions_asgi: a read racing a login).
+        assert "set-cookie" not in response.headers
+    client.close()

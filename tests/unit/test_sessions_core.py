@@ -9,7 +9,8 @@ import pytest
 
 from seawall.sessions import _cookies, _ids
 from seawall.sessions._options import make_options
-from seawall.sessions._session import Session, plan, response_cookie
+from seawall.sessions._plan import plan, response_cookie
+from seawall.sessions._session import Session
 from seawall.sessions.errors import SessionClosed, SessionTooLarge, SessionValueError
 
 OPTIONS = make_options(max_size=200)
@@ -47,8 +48,11 @@ def test_a_key_never_contains_the_secret_and_regeneration_keeps_the_slot() -> No
 
 def test_cookie_is_httponly_lax_and_secure_only_over_https() -> None:
     policy = make_options().cookie
-    plain = _cookies.set_cookie(policy, "v", 60, https=False)
-    assert plain == "session=v; Path=/; Max-Age=60; HttpOnly; SameSite=Lax"
+    plain = _cookies.set_cookie(policy, "v", 60, https=False, now=0)
+    assert plain == (
+        "session=v; Path=/; Max-Age=60; Expires=Thu, 01 Jan 1970 00:01:00 GMT; HttpOnly; "
+        "SameSite=Lax"
+    )
     assert "; Secure" in _cookies.set_cookie(policy, "v", 60, https=True)
     forced = make_options(secure=True, same_site="strict").cookie
     assert "Secure" in _cookies.set_cookie(forced, "v", 60, https=False)
@@ -75,8 +79,9 @@ def test_a_value_changed_in_place_is_found_by_its_bytes() -> None:
     session = Session(OPTIONS, _ids.new_id(), {"cart": b"[1]", "x": b"0"})
     session["cart"].append(2)
     assert plan(session).pairs == [("d:cart", b"[1,2]")]
-    untouched = Session(OPTIONS, _ids.new_id(), {"cart": b"[1]"})
-    assert plan(untouched).mode is None
+    # Nothing to write (and its cookie, sent at `issued_ms`, is not due a refresh).
+    untouched = Session(OPTIONS, _ids.new_id(), {"cart": b"[1]"}, issued_ms=0)
+    assert plan(untouched, now_ms=1000).mode is None
 
 
 def test_new_regenerated_cleared_and_emptied_sessions() -> None:
@@ -88,10 +93,22 @@ def test_new_regenerated_cleared_and_emptied_sessions() -> None:
 
     session = loaded(a="1")
     session.regenerate()
+    result = plan(session)
+    assert result.mode == "regen" and result.index_user is None
+    assert result.new_id != session.id and result.cookie_id == result.new_id
+    assert _ids.tag_of(result.new_id or "") == _ids.tag_of(session.id or "")
+    assert ("d:a", b'"1"') in result.pairs
+
+    # Bound to a user: a new id in the user's slot, written and indexed in one script
+    # after the old id is ended in its own.
+    session = loaded(a="1")
+    session.regenerate()
     session.bind_user(42)
     result = plan(session)
-    assert result.mode == "regen" and result.bind
-    assert result.new_id != session.id and result.cookie_id == result.new_id
+    assert result.mode == "new" and result.retire_id == session.id
+    assert result.cookie_id == result.session_id != session.id
+    assert _ids.tag_of(result.session_id or "") == _ids.user_tag("42")
+    assert result.index_user == "42" and result.index_add == result.session_id
     assert ("m:user", b"42") in result.pairs and ("d:a", b'"1"') in result.pairs
 
     session = loaded(a="1")

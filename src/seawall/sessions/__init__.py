@@ -62,8 +62,11 @@ def logout_everywhere(client: Any, user_id: str | int, *, prefix: str = DEFAULT_
     live. With an asyncio client it returns an awaitable: `await logout_everywhere(r, 42)`.
     `prefix` is the middleware's or interface's prefix, if you changed it.
 
-    A request of such a session still running may finish reading its session; its write
-    finds the session gone and writes nothing, and its response drops the cookie."""
+    One script ends the sessions and empties the index, so a login saved at the same
+    moment is either ended or saved after the logout, never missed. A request of such a
+    session still running may finish reading its session; its write finds the session
+    gone and writes nothing, and its response sends no cookie (the next request drops
+    it)."""
     options = SessionOptions(prefix=prefix)
     if isinstance(client, redis.asyncio.Redis | redis.asyncio.cluster.RedisCluster):
         return AsyncSessionStore(client, options).logout_everywhere(user_id)

@@ -1,9 +1,12 @@
 """Session ids and the Redis keys they map to. No I/O.
 
-An id is "<tag>.<secret>": `tag` (4 url-safe characters, 24 random bits) picks the Redis
-Cluster slot and is kept when the id is regenerated, so the old and the new hash share a
-slot and regenerate() is one atomic script; `secret` (43 characters, 256 random bits from
-`secrets.token_urlsafe(32)`) is new each time and is the whole of the id's strength.
+An id is "<tag>.<secret>": `tag` (4 url-safe characters) picks the Redis Cluster slot;
+`secret` (43 characters, 256 random bits from `secrets.token_urlsafe(32)`) is new each
+time and is the whole of the id's strength. An anonymous session's tag is random (24
+bits) and kept when the id is regenerated, so the old and the new hash share a slot and
+regenerate() is one atomic script. A session bound to a user has its user's tag (derived
+from the user id), the tag of the user's index too: saving the session and indexing it
+for logout_everywhere() are one script, and so is the logout.
 
 The key holds a SHA-256 digest of the secret, never the secret: key names show up in
 `seawall bigkeys`, `MONITOR`, slow logs and backups, and a key name must not be a
@@ -12,6 +15,7 @@ working cookie.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import re
 import secrets
@@ -54,6 +58,12 @@ def key(prefix: str, session_id: str) -> str:
     return key_of_handle(prefix, handle(session_id))
 
 
+def user_tag(user_id: str) -> str:
+    """The tag of `user_id`'s sessions and index: 24 bits of a digest of the id."""
+    digest = hashlib.sha256(user_id.encode()).digest()[:3]
+    return base64.urlsafe_b64encode(digest).decode()
+
+
 def user_index_key(prefix: str, user_id: str) -> str:
-    """The set of a user's session handles (its own hash tag: the user's)."""
-    return f"{prefix}:user:{{{user_id}}}"
+    """The set of a user's session handles, in the slot of the user's sessions."""
+    return f"{prefix}:user:{{{user_tag(user_id)}}}:{user_id}"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, Protocol
 
 from seawall.cache._codec import PickleSerializer  # the cache's: one opt-in pickle
@@ -48,8 +49,10 @@ def serializer_of(choice: str | Serializer) -> Serializer:
 
 
 def _seconds(value: Any, what: str) -> float:
+    if isinstance(value, timedelta):
+        value = value.total_seconds()
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise TypeError(f"session {what} must be a number of seconds, got {value!r}")
+        raise TypeError(f"session {what} must be a number of seconds or a timedelta, got {value!r}")
     if value < 1:
         raise ValueError(f"session {what} must be at least 1 second, got {value!r}")
     return float(value)
@@ -60,7 +63,10 @@ class SessionOptions:
     """max_age: a session unused this long ends (sliding: every request that loads it
     starts the count again). absolute_lifetime: no session id lives longer, however
     busy (a regenerated id starts its own). max_size: bytes of field names and
-    serialized values together."""
+    serialized values together. browser_session: the cookie has no Max-Age or Expires
+    (the browser drops it when it closes; Redis still ends the session after max_age
+    unused). refresh_cookie: a request that changes nothing re-sends a persistent cookie
+    once half its Max-Age has passed, so the browser's expiry slides with Redis'."""
 
     prefix: str = DEFAULT_PREFIX
     max_age: float = 14 * 86_400
@@ -68,10 +74,15 @@ class SessionOptions:
     max_size: int = 64 * 1024
     serializer: Serializer = field(default_factory=JsonSerializer)
     cookie: CookiePolicy = field(default_factory=CookiePolicy)
+    browser_session: bool = False
+    refresh_cookie: bool = True
 
     def __post_init__(self) -> None:
-        _seconds(self.max_age, "max_age")
-        _seconds(self.absolute_lifetime, "absolute_lifetime")
+        # A timedelta is accepted and kept as seconds.
+        object.__setattr__(self, "max_age", _seconds(self.max_age, "max_age"))
+        object.__setattr__(
+            self, "absolute_lifetime", _seconds(self.absolute_lifetime, "absolute_lifetime")
+        )
         if isinstance(self.max_size, bool) or not isinstance(self.max_size, int):
             raise TypeError(f"session max_size must be a number of bytes, got {self.max_size!r}")
         if self.max_size < 1:
@@ -98,8 +109,8 @@ class SessionOptions:
 def make_options(
     *,
     prefix: str = DEFAULT_PREFIX,
-    max_age: float = 14 * 86_400,
-    absolute_lifetime: float = 30 * 86_400,
+    max_age: float | timedelta = 14 * 86_400,
+    absolute_lifetime: float | timedelta = 30 * 86_400,
     max_size: int = 64 * 1024,
     serializer: str | Serializer = "json",
     cookie_name: str = "session",
@@ -108,14 +119,19 @@ def make_options(
     secure: bool | None = None,
     http_only: bool = True,
     same_site: Any = "lax",
+    partitioned: bool = False,
+    browser_session: bool = False,
+    refresh_cookie: bool = True,
 ) -> SessionOptions:
     """The options shared by the ASGI middleware and the Flask interface, as keywords."""
     return SessionOptions(
         prefix=prefix,
-        max_age=max_age,
-        absolute_lifetime=absolute_lifetime,
+        max_age=_seconds(max_age, "max_age"),
+        absolute_lifetime=_seconds(absolute_lifetime, "absolute_lifetime"),
         max_size=max_size,
         serializer=serializer_of(serializer),
+        browser_session=browser_session,
+        refresh_cookie=refresh_cookie,
         cookie=CookiePolicy(
             name=cookie_name,
             path=path,
@@ -123,5 +139,6 @@ def make_options(
             secure=secure,
             http_only=http_only,
             same_site=same_site,
+            partitioned=partitioned,
         ),
     )

@@ -1,19 +1,13 @@
-"""The session object a request sees, and what saving it must write. No I/O.
-
-The request works on a local dict. When the response starts, each value is serialized
-again and compared with the bytes loaded from Redis: only fields whose bytes differ are
-written, only fields the request deleted are removed. So a value changed in place
-(`session["cart"].append(3)`) is saved, and two parallel requests of one user that touch
-different fields both keep their writes.
+"""The session object a request sees, its value checks, and how it is read from a load
+script's reply. No I/O. What saving it writes is decided in _plan.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, MutableMapping
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from collections.abc import Iterator
+from typing import Any
 
-from seawall.sessions import _cookies, _ids
+from seawall.sessions import _ids
 from seawall.sessions._options import SessionOptions
 from seawall.sessions.errors import SessionClosed, SessionTooLarge, SessionValueError
 from seawall.shared._concurrency import log
@@ -21,16 +15,19 @@ from seawall.shared._concurrency import log
 DATA = "d:"
 CREATED = "m:created"
 USER = "m:user"
+PERMANENT = "m:permanent"  # "1"/"0", only when set on the session (else the store's default)
+ISSUED = "m:issued"  # when a response last carried the cookie (ms, server clock)
 
-Mode = Literal["new", "update", "reset", "regen", "regen-new", "delete"]
 
-
-class Session(MutableMapping[str, Any]):
+class Session(dict[str, Any]):
     """A dict of JSON values (by default), plus regenerate(), bind_user() and the id.
 
-    Keys are str. Setting a value serializes it at once, so a value the serializer
-    refuses, or one that takes the session over its size limit, raises right there
-    (SessionValueError, SessionTooLarge) with the field's name, and nothing is written.
+    A real dict (json.dumps and JSON responses take it as one), whose every way of
+    changing it goes through the checks below. Keys are str. Setting a value serializes it
+    at once, so a value the serializer refuses, or one that takes the session over its size
+    limit, raises right there (SessionValueError, SessionTooLarge) with the field's name,
+    and nothing is written. `accessed` and `modified` say whether the request read or
+    changed it (as Flask's sessions do); saving does not need them (it compares bytes).
     """
 
     def __init__(
@@ -42,32 +39,78 @@ class Session(MutableMapping[str, Any]):
         *,
         sent_cookie: bool = False,
         writable: bool = True,
+        permanent: bool | None = None,
+        issued_ms: int | None = None,
     ) -> None:
+        super().__init__()
         self._options = options
         self._id = session_id
         self._stored = dict(stored or {})
-        self._data: dict[str, Any] = {}
         for name, raw in list(self._stored.items()):
             try:
-                self._data[name] = options.serializer.loads(raw)
+                dict.__setitem__(self, name, options.serializer.loads(raw))
             except Exception as exc:  # bytes from another serializer or a bad write
                 # Dropped from the view (and removed from Redis if the session is saved):
                 # a session field nobody can read must not fail every request of its user.
                 log.warning("session field %r could not be read (%s); dropped", name, exc)
-        self._sizes = {name: len(name.encode()) + len(self._stored[name]) for name in self._data}
+        self._sizes = {name: len(name.encode()) + len(self._stored[name]) for name in self._view()}
         self._stored_user = user_id
         self._user = user_id
+        self._stored_permanent = permanent
+        self._permanent = permanent
+        self.issued_ms = issued_ms
         self._cleared = False
         self._regenerate = False
         self._closed = False
         self._writable = writable
+        self.accessed = False
+        self.modified = False
         # A cookie came with the request but named no live session: the response drops it.
         self.sent_dead_cookie = sent_cookie and session_id is None
 
-    # -- the mapping ---------------------------------------------------------------
+    def _view(self) -> dict[str, Any]:
+        """The values, read without marking the session accessed."""
+        return dict(dict.items(self))
+
+    # -- reading (marks the session accessed) -----------------------------------------
 
     def __getitem__(self, name: str) -> Any:
-        return self._data[name]
+        self.accessed = True
+        return dict.__getitem__(self, name)
+
+    def get(self, name: str, default: Any = None) -> Any:
+        self.accessed = True
+        return dict.get(self, name, default)
+
+    def __contains__(self, name: object) -> bool:
+        self.accessed = True
+        return dict.__contains__(self, name)
+
+    def __iter__(self) -> Iterator[str]:
+        self.accessed = True
+        return dict.__iter__(self)
+
+    def __len__(self) -> int:
+        self.accessed = True
+        return dict.__len__(self)
+
+    def keys(self) -> Any:
+        self.accessed = True
+        return dict.keys(self)
+
+    def values(self) -> Any:
+        self.accessed = True
+        return dict.values(self)
+
+    def items(self) -> Any:
+        self.accessed = True
+        return dict.items(self)
+
+    def copy(self) -> dict[str, Any]:
+        self.accessed = True
+        return dict(dict.items(self))
+
+    # -- changing (every path is checked) ---------------------------------------------
 
     def __setitem__(self, name: str, value: Any) -> None:
         self._check_open()
@@ -77,31 +120,66 @@ class Session(MutableMapping[str, Any]):
         size = len(name.encode()) + len(raw)
         total = sum(s for n, s in self._sizes.items() if n != name) + size
         check_size(self._options, total, name, size)
-        self._data[name] = value
+        dict.__setitem__(self, name, value)
         self._sizes[name] = size
+        self.accessed = self.modified = True
 
     def __delitem__(self, name: str) -> None:
         self._check_open()
-        del self._data[name]
+        dict.__delitem__(self, name)
         self._sizes.pop(name, None)
+        self.accessed = self.modified = True
 
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._data)
+    _MISSING: Any = object()
 
-    def __len__(self) -> int:
-        return len(self._data)
+    def pop(self, name: str, default: Any = _MISSING) -> Any:
+        self.accessed = True
+        if dict.__contains__(self, name):
+            value = dict.__getitem__(self, name)
+            del self[name]
+            return value
+        if default is Session._MISSING:
+            raise KeyError(name)
+        return default
+
+    def popitem(self) -> tuple[str, Any]:
+        self._check_open()
+        name, value = dict.popitem(self)
+        dict.__setitem__(self, name, value)
+        del self[name]
+        return name, value
+
+    def setdefault(self, name: str, default: Any = None) -> Any:
+        self.accessed = True
+        if not dict.__contains__(self, name):
+            self[name] = default
+        return dict.__getitem__(self, name)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        for name, value in dict(*args, **kwargs).items():
+            self[name] = value
+
+    def __ior__(self, other: Any) -> Session:  # type: ignore[override,misc]
+        self.update(other)
+        return self
 
     def __repr__(self) -> str:
-        return f"<seawall Session {self._data!r}>"
+        return f"<seawall Session {dict.__repr__(self)}>"
+
+    def __reduce__(self) -> Any:
+        # A copy (pickle, copy.copy) is a plain dict of the values: a Session is bound to
+        # its request.
+        return (dict, (self._view(),))
 
     def clear(self) -> None:
         """Empty the session and unbind its user. Saved as one replacement: fields other
         requests set meanwhile go too. An empty session is deleted, with its cookie."""
         self._check_open()
-        self._data.clear()
+        dict.clear(self)
         self._sizes.clear()
         self._user = None
         self._cleared = True
+        self.accessed = self.modified = True
 
     # -- beyond a dict --------------------------------------------------------------
 
@@ -121,19 +199,36 @@ class Session(MutableMapping[str, Any]):
         id planted in the browser before the login (session fixation) is worth nothing."""
         self._check_open()
         self._regenerate = True
+        self.modified = True
 
     def bind_user(self, user_id: str | int) -> None:
-        """Record this session as `user_id`'s, for logout_everywhere(). Costs one more
-        Redis round trip when the response is saved."""
+        """Record this session as `user_id`'s, for logout_everywhere(). A session bound to
+        a new user moves to a new id (as regenerate() does) in the user's Redis slot, so
+        the save and the user's index are one atomic script."""
         self._check_open()
         user = str(user_id)
         if not user or "{" in user or "}" in user:
             raise ValueError(f"user id {user_id!r} must be non-empty, without braces")
         self._user = user
+        self.modified = True
 
     @property
     def user_id(self) -> str | None:
         return self._user
+
+    @property
+    def permanent(self) -> bool:
+        """Whether the cookie persists (Max-Age) or ends with the browser session. The
+        default is the store's (browser_session=); a value set here is saved with the
+        session."""
+        if self._permanent is None:
+            return not self._options.browser_session
+        return self._permanent
+
+    @permanent.setter
+    def permanent(self, value: bool) -> None:
+        self._check_open()
+        self._permanent = bool(value)
 
     @property
     def closed(self) -> bool:
@@ -185,74 +280,14 @@ def check_size(options: SessionOptions, total: int, name: str, field_size: int) 
         )
 
 
-@dataclass(frozen=True)
-class SavePlan:
-    """What the save script is to do; `mode` None: nothing to write."""
-
-    mode: Mode | None
-    session_id: str | None
-    new_id: str | None = None
-    pairs: list[tuple[str, bytes]] = field(default_factory=list)
-    removed: list[str] = field(default_factory=list)
-    bind: bool = False
-
-    @property
-    def cookie_id(self) -> str | None:
-        """The id the response's cookie is to carry (None: drop the cookie)."""
-        if self.mode == "delete":
-            return None
-        return self.new_id or self.session_id
-
-
-def plan(session: Session) -> SavePlan:
-    """Decide the write for `session` from what the request did (no I/O).
-
-    Raises SessionValueError / SessionTooLarge for values changed in place."""
-    opts = session._options
-    encoded = {name: encode(opts, name, value) for name, value in session._data.items()}
-    sizes = {name: len(name.encode()) + len(raw) for name, raw in encoded.items()}
-    if sizes:
-        largest = max(sizes, key=lambda n: sizes[n])
-        check_size(opts, sum(sizes.values()), largest, sizes[largest])
-    user = session._user
-    empty = not encoded and user is None
-    current = session._id
-    everything = [(DATA + name, raw) for name, raw in encoded.items()]
-    if user is not None:
-        everything.append((USER, user.encode()))
-    bind = user is not None and (user != session._stored_user or session._regenerate)
-
-    if current is None:
-        if empty:
-            return SavePlan(None, None)
-        return SavePlan("new", _ids.new_id(), pairs=everything, bind=user is not None)
-    if empty:
-        return SavePlan("delete", current)
-    if session._regenerate:
-        return SavePlan(
-            "regen", current, new_id=_ids.new_id(_ids.tag_of(current)), pairs=everything, bind=bind
-        )
-    if session._cleared:
-        return SavePlan("reset", current, pairs=everything, bind=bind)
-    pairs = [
-        (DATA + name, raw) for name, raw in encoded.items() if session._stored.get(name) != raw
-    ]
-    if user != session._stored_user and user is not None:
-        pairs.append((USER, user.encode()))
-    removed = [DATA + name for name in session._stored if name not in encoded]
-    if session._stored_user is not None and user is None:
-        removed.append(USER)
-    if not pairs and not removed:
-        return SavePlan(None, current)
-    return SavePlan("update", current, pairs=pairs, removed=removed, bind=bind)
-
-
 def from_reply(
     cls: type[Session], options: SessionOptions, session_id: str, reply: list[Any], writable: bool
 ) -> Session:
     """The Session for a session_load.lua reply (flat field/value list; bytes or str)."""
     stored: dict[str, bytes] = {}
     user = None
+    permanent = None
+    issued = None
     for i in range(0, len(reply), 2):
         name = reply[i].decode() if isinstance(reply[i], bytes) else str(reply[i])
         value = reply[i + 1]
@@ -261,19 +296,20 @@ def from_reply(
             stored[name[len(DATA) :]] = raw
         elif name == USER:
             user = raw.decode()
-    return cls(options, session_id, stored, user, sent_cookie=True, writable=writable)
-
-
-def response_cookie(session: Session, plan: SavePlan, https: bool) -> str | None:
-    """The Set-Cookie header value for a response after `plan` was saved, or None."""
-    options = session._options
-    if plan.cookie_id is not None:
-        # Every response of a live session carries its cookie again: the browser's
-        # expiry slides with the server's.
-        return _cookies.set_cookie(options.cookie, plan.cookie_id, options.cookie_max_age, https)
-    if session.sent_dead_cookie or session.id is not None:
-        return _cookies.delete_cookie(options.cookie, https)
-    return None
+        elif name == PERMANENT:
+            permanent = raw == b"1"
+        elif name == ISSUED:
+            issued = int(raw)
+    return cls(
+        options,
+        session_id,
+        stored,
+        user,
+        sent_cookie=True,
+        writable=writable,
+        permanent=permanent,
+        issued_ms=issued,
+    )
 
 
 def check_client(client: Any, wanted: tuple[type, ...], what: str, hint: str) -> Any:

@@ -7,6 +7,7 @@ Starlette's `request.session` (and FastAPI's) finds it.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, MutableMapping
+from datetime import timedelta
 from typing import Any
 
 from redis.asyncio import Redis as AsyncRedis
@@ -15,7 +16,8 @@ from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from seawall.sessions import _cookies
 from seawall.sessions._async.store import AsyncSessionStore
 from seawall.sessions._options import Serializer, make_options
-from seawall.sessions._session import Session, check_client, response_cookie
+from seawall.sessions._plan import response_cookie
+from seawall.sessions._session import Session, check_client
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -40,8 +42,8 @@ class SessionMiddleware:
         redis: Any,
         *,
         prefix: str = "seawall:session",
-        max_age: float = 14 * 86_400,
-        absolute_lifetime: float = 30 * 86_400,
+        max_age: float | timedelta = 14 * 86_400,
+        absolute_lifetime: float | timedelta = 30 * 86_400,
         max_size: int = 64 * 1024,
         serializer: str | Serializer = "json",
         cookie_name: str = "session",
@@ -50,6 +52,8 @@ class SessionMiddleware:
         secure: bool | None = None,
         http_only: bool = True,
         same_site: str | None = "lax",
+        partitioned: bool = False,
+        browser_session: bool = False,
     ) -> None:
         self.app = app
         client = check_client(
@@ -71,6 +75,8 @@ class SessionMiddleware:
             secure=secure,
             http_only=http_only,
             same_site=same_site,
+            partitioned=partitioned,
+            browser_session=browser_session,
         )
         self.store = AsyncSessionStore(client, self.options)
 
@@ -87,9 +93,10 @@ class SessionMiddleware:
         async def send_with_cookie(message: Message) -> None:
             if message["type"] == "http.response.start":
                 header = await self._save(session, https)
-                if header is not None:
-                    headers = list(message.get("headers", []))
-                    headers.append((b"set-cookie", header.encode("latin-1")))
+                if header is not None or session.accessed:
+                    headers = _vary_cookie(list(message.get("headers", [])))
+                    if header is not None:
+                        headers.append((b"set-cookie", header.encode("latin-1")))
                     message["headers"] = headers
             await send(message)
 
@@ -103,6 +110,19 @@ class SessionMiddleware:
             return None
         plan = await self.store.save(session)
         return response_cookie(session, plan, https)
+
+
+def _vary_cookie(headers: list[Any]) -> list[Any]:
+    """`headers` with Cookie in Vary: the response depends on the session, so a shared
+    cache must not serve it to another visitor."""
+    for i, (name, value) in enumerate(headers):
+        if bytes(name).lower() == b"vary":
+            listed = [v.strip().lower() for v in bytes(value).split(b",")]
+            if b"cookie" not in listed and b"*" not in listed:
+                headers[i] = (name, bytes(value) + b", Cookie")
+            return headers
+    headers.append((b"vary", b"Cookie"))
+    return headers
 
 
 def _header(scope: Scope, name: bytes) -> str:

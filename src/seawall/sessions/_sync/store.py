@@ -7,13 +7,16 @@ module only runs the scripts (seawall/sessions/session_*.lua) and maps their rep
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from typing import Any
 
 import redis.exceptions
 
-from seawall.sessions import _ids, _session
+from seawall.sessions import _ids, _plan, _session
 from seawall.sessions._options import SessionOptions
-from seawall.sessions._session import SavePlan, Session
+from seawall.sessions._plan import SavePlan
+from seawall.sessions._session import Session
 from seawall.sessions.errors import SessionTooLarge, SessionUnavailable
 from seawall.shared import _scripts
 from seawall.shared._sync.scripts import run_script
@@ -21,7 +24,10 @@ from seawall.shared._validate import Client
 
 _LOAD = _scripts.load("seawall.sessions", "session_load")
 _SAVE = _scripts.load("seawall.sessions", "session_save")
-_BIND = _scripts.load("seawall.sessions", "session_bind")
+_LOGOUT = _scripts.load("seawall.sessions", "session_logout")
+# A logout whose index changes under it this many times in a row (logins landing on
+# every attempt) gives up.
+_LOGOUT_ATTEMPTS = 50
 
 _DOWN = (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError, TimeoutError)
 
@@ -56,15 +62,32 @@ class SessionStore:
         return _session.from_reply(self.session_class, opts, cookie_value, reply, writable)
 
     def save(self, session: Session) -> SavePlan:
-        """Write what the request changed; returns the plan, whose cookie_id the response's
-        cookie carries (None: drop the cookie). Closes the session: later changes raise.
+        """Write what the request changed; returns the plan, whose `cookie` says what the
+        response does with the cookie ("set" to cookie_id, "drop", or None: send none).
+        Closes the session: later changes raise.
 
         Raises SessionTooLarge or SessionValueError before anything is written, and
         SessionUnavailable when Redis does not answer."""
         session.close()
-        plan = _session.plan(session)
+        plan = _plan.plan(session, int(time.time() * 1000))
         if plan.mode is None:
             return plan
+        if plan.retire_id is not None:
+            retire = SavePlan(
+                "retire",
+                plan.retire_id,
+                index_user=plan.retire_user,
+                index_remove=plan.retire_id if plan.retire_user is not None else None,
+            )
+            if self._run(retire) == 0:
+                return _ended(plan)
+        reply = self._run(plan)
+        if reply == 0:
+            return _ended(plan)
+        return plan
+
+    def _run(self, plan: SavePlan) -> int:
+        """Run the save script for `plan`; 1 written, 0 the session had ended."""
         opts = self.options
         assert plan.session_id is not None
         key = _ids.key(opts.prefix, plan.session_id)
@@ -74,15 +97,16 @@ class SessionStore:
         for name, raw in plan.pairs:
             args += [name, raw]
         args += plan.removed
+        keys = [key, target]
+        if plan.index_user is not None:
+            keys.append(_ids.user_index_key(opts.prefix, plan.index_user))
+            args.append(_ids.handle(plan.index_add) if plan.index_add else "")
+            args.append(_ids.handle(plan.index_remove) if plan.index_remove else "")
         try:
-            reply = run_script(self.client, _SAVE, [key, target], args)
+            reply = run_script(self.client, _SAVE, keys, args)
         except _DOWN as exc:
             raise _unavailable("saving", key, exc) from exc
         code = int(reply[0])
-        if code == 0:
-            # Ended meanwhile (expired, logged out everywhere, regenerated in parallel):
-            # nothing was written and the browser's cookie is dropped.
-            return SavePlan(None, None)
         if code == -1:
             field = _scripts.reply_text(reply[1])
             size = int(reply[2])
@@ -94,30 +118,33 @@ class SessionStore:
                 size=size,
                 limit=opts.max_size,
             )
-        if plan.bind and session.user_id is not None:
-            self._bind(session.user_id, plan.cookie_id)
-        return plan
-
-    def _bind(self, user_id: str, session_id: str | None) -> None:
-        assert session_id is not None
-        opts = self.options
-        index = _ids.user_index_key(opts.prefix, user_id)
-        try:
-            run_script(self.client, _BIND, [index], [_ids.handle(session_id), opts.lifetime_ms])
-        except _DOWN as exc:
-            raise _unavailable("indexing", index, exc) from exc
+        return code
 
     def logout_everywhere(self, user_id: str | int) -> int:
         """End every session bound to `user_id`; returns how many were live."""
         opts = self.options
         index = _ids.user_index_key(opts.prefix, str(user_id))
-        handles = self.client.smembers(index)
-        ended = 0
-        for handle in handles:
-            key = _ids.key_of_handle(opts.prefix, _scripts.reply_text(handle))
-            ended += int(self.client.delete(key))
-        self.client.delete(index)
-        return ended
+        for _ in range(_LOGOUT_ATTEMPTS):
+            try:
+                handles = [_scripts.reply_text(h) for h in self.client.smembers(index)]
+                keys = [_ids.key_of_handle(opts.prefix, handle) for handle in handles]
+                ended = int(run_script(self.client, _LOGOUT, [index, *keys], handles))
+            except _DOWN as exc:
+                raise _unavailable("logging out", index, exc) from exc
+            if ended >= 0:
+                return ended
+        raise SessionUnavailable(
+            f"logout_everywhere({user_id!r}): the index {index!r} changed on each of "
+            f"{_LOGOUT_ATTEMPTS} attempts (sessions of this user saved all the while); "
+            "nothing was ended: try again"
+        )
+
+
+def _ended(plan: SavePlan) -> SavePlan:
+    # Ended meanwhile (expired, logged out everywhere, regenerated in parallel): nothing
+    # was written, and the response sends no cookie. Dropping it could overwrite the new
+    # id a parallel login has just sent; the browser's next request drops the dead one.
+    return dataclasses.replace(plan, mode=None, cookie=None)
 
 
 def _unavailable(doing: str, key: str, exc: BaseException) -> SessionUnavailable:

