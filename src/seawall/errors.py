@@ -136,3 +136,9 @@ class IdempotentOutcomeError(SeawallError):
     def __init__(self, message: str, *, message_id: str | None = None) -> None:
         super().__init__(message)
         self.message_id = message_id
+
+
+class ClusterClientError(SeawallError, TypeError):
+    """A plain redis.Redis client talks to a Redis Cluster node: it cannot follow the
+    cluster's slots (the node answered MOVED, ASK or CROSSSLOT). Pass a
+    redis.cluster.RedisCluster (redis.asyncio.cluster.RedisCluster for seawall.aio)."""

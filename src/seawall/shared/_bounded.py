@@ -118,6 +118,8 @@ def execute(client: Any, command: Sequence[Any], key: str) -> Any:
             )
     else:
         reply = _fanout.one_node(client, command, timeout)
+    if isinstance(reply, _direct.REDIRECTS):
+        raise _direct.wrong_client(client, reply) from reply
     if isinstance(reply, BaseException):
         raise reply
     return reply

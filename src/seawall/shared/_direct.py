@@ -26,7 +26,10 @@ from typing import Any
 
 import redis
 import redis.asyncio
+import redis.asyncio.cluster
+import redis.cluster
 
+from seawall.errors import ClusterClientError
 from seawall.shared import _fanout
 
 _hiredis_pack: Callable[[tuple[Any, ...]], bytes] | None
@@ -131,16 +134,46 @@ def _packed(connection: Any, command: Sequence[Any]) -> list[bytes]:
 
 def run(client: Any, command: Sequence[Any]) -> Any:
     """`command` on the direct path where it `fits`, else through `execute_command`."""
-    if fits(client, command):
-        return call(client, command)
-    return client.execute_command(*command)
+    try:
+        if fits(client, command):
+            return call(client, command)
+        return client.execute_command(*command)
+    except REDIRECTS as exc:
+        raise wrong_client(client, exc) from exc
 
 
 async def async_run(client: Any, command: Sequence[Any]) -> Any:
     """`command` on the direct path where it `async_fits`, else through `execute_command`."""
-    if async_fits(client, command):
-        return await async_call(client, command)
-    return await client.execute_command(*command)
+    try:
+        if async_fits(client, command):
+            return await async_call(client, command)
+        return await client.execute_command(*command)
+    except REDIRECTS as exc:
+        raise wrong_client(client, exc) from exc
+
+
+# What a Cluster node answers a client that is not a cluster client (a cluster client
+# follows MOVED and ASK itself and never sends a cross-slot command).
+REDIRECTS = (redis.exceptions.AskError, redis.exceptions.ClusterCrossSlotError)
+
+
+def wrong_client(client: Any, error: Exception) -> Exception:
+    """The error to raise for `error`, a redirection a Cluster node answered `client`:
+    one that names the fix when `client` is a plain client, else `error` itself."""
+    if isinstance(client, (redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster)):
+        return error
+    kwargs = getattr(getattr(client, "connection_pool", None), "connection_kwargs", {})
+    where = f"{kwargs.get('host', '?')}:{kwargs.get('port', '?')}"
+    asyncio = isinstance(client, redis.asyncio.Redis)
+    wanted = "redis.asyncio.cluster.RedisCluster" if asyncio else "redis.cluster.RedisCluster"
+    answer = {"MovedError": "MOVED ", "AskError": "ASK "}.get(type(error).__name__, "")
+    answer += str(error).split("\n")[0]
+    return ClusterClientError(
+        f"the {type(client).__module__}.{type(client).__qualname__} client of {where} talks to "
+        f"a Redis Cluster node, which answered {answer!r}: a plain "
+        f"client cannot follow the cluster's slots; pass a {wanted} instead "
+        f"({wanted.rpartition('.')[2]}.from_url('redis://{where}') finds every node)"
+    )
 
 
 async def _async_connection(pool: Any) -> Any:

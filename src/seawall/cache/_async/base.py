@@ -293,7 +293,10 @@ class AsyncCacheBase:
         invalidator = self._invalidator_here()
         token = invalidator.generation_token()
         key = generation_key(self.namespace)
-        reply = await self._held((key,), functools.partial(self._client.get, key), guarded)
+        # Through _direct, as the reads are: often a cache's first command, and a plain
+        # client on a Cluster node is named there (see _direct.wrong_client).
+        read = functools.partial(_direct.async_run, self._client, ("GET", key))
+        reply = await self._held((key,), read, guarded)
         return await self._generation_seen(parse_generation(reply), token)
 
     def _lead(self, took: float) -> int:

@@ -38,7 +38,8 @@ import redis
 
 from seawall.cache import _invalidation_message as message_format
 from seawall.cache._sync.invalidation import get_invalidator
-from seawall.shared import _concurrency, _scripts
+from seawall.errors import ClusterClientError
+from seawall.shared import _concurrency, _direct, _scripts
 from seawall.shared._sync.scripts import run_script
 from seawall.shared._concurrency import (
     Event,
@@ -124,6 +125,7 @@ class AgainSweeper:
         self._hearing: dict[str, _Hearing] = {}  # held while the namespace is served
         self._unrecorded: dict[str, dict[str, float]] = {}  # namespace -> key -> delay
         self._plain_reads = False  # MEMORY USAGE refused (ACL, renamed): ZRANGE instead
+        self._broken: set[str] = set()  # namespaces this client can never serve
         self._wake = Event()
         self._worker: Worker | None = None
         self._failures = 0
@@ -163,13 +165,16 @@ class AgainSweeper:
         if namespace is None:
             with self._mutex:
                 for served in self._next:
-                    self._next[served] = now
+                    if served not in self._broken:
+                        self._next[served] = now
             self._wake.set()
         elif namespace in self._next:
             self._expect(namespace, now + delay + GRACE)
 
     def _expect(self, namespace: str, at: float) -> None:
         with self._mutex:
+            if namespace in self._broken:
+                return
             self._next[namespace] = min(self._next.get(namespace, at), at)
             self._expected.add(namespace)
         self._wake.set()
@@ -228,6 +233,14 @@ class AgainSweeper:
         try:
             self._record_unrecorded(namespace, cache, client)
             wait = self._sweep(namespace, cache, client)
+        except ClusterClientError as exc:
+            # Retrying cannot help: say it once and stop serving the namespace here.
+            _concurrency.log.error("cache %r: second deletes stop: %s", namespace, exc)
+            with self._mutex:
+                self._broken.add(namespace)
+                self._next[namespace] = math.inf
+                self._expected.discard(namespace)
+            return
         except Exception as exc:
             raise_if_cancelled()
             self._failed(namespace, exc)
@@ -276,12 +289,17 @@ class AgainSweeper:
                 return None if next_ms < 0 else next_ms / 1000
 
     def _scheduled(self, client: Any, key: str) -> bool:
-        if not self._plain_reads:
-            try:
-                return client.memory_usage(key, samples=1) is not None
-            except redis.ResponseError:
-                self._plain_reads = True  # not allowed here: a read the server counts
-        return bool(client.zrange(key, 0, 0))
+        try:
+            if not self._plain_reads:
+                try:
+                    return client.memory_usage(key, samples=1) is not None
+                except redis.exceptions.AskError:
+                    raise
+                except redis.ResponseError:
+                    self._plain_reads = True  # not allowed here: a read the server counts
+            return bool(client.zrange(key, 0, 0))
+        except redis.exceptions.AskError as exc:  # MOVED too: a plain client on Cluster
+            raise _direct.wrong_client(client, exc) from exc
 
     def _forget_hearing(self, namespace: str) -> None:
         """Called holding the mutex, for a namespace nobody has open any more."""
