@@ -52,14 +52,34 @@ def _printed_exactly(out: str) -> None:
     ids=lambda a: a[0],
 )
 def test_commands_print_key_names_exactly(
-    args: list[str], server: Any, capsys: pytest.CaptureFixture[str]
+    args: list[str], server: Any, capsys: pytest.CaptureFixture[str], monkeypatch: Any
 ) -> None:
+    monkeypatch.setenv("COLUMNS", "200")  # wide enough that no name is folded
     run = seawall(capsys, args[0], _url(server), *args[1:])
     assert run.code in (0, 1), run.err  # doctor exits 1 on findings
     _printed_exactly(run.out)
 
 
-def test_slot_prints_key_names_exactly(capsys: pytest.CaptureFixture[str]) -> None:
+def test_slot_prints_key_names_exactly(
+    capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    monkeypatch.setenv("COLUMNS", "200")
     run = seawall(capsys, "slot", *NAMES)
     assert run.code == 0, run.err
     _printed_exactly(run.out)
+
+
+def test_a_narrow_terminal_folds_key_names_never_cuts_them(
+    server: Any, capsys: pytest.CaptureFixture[str], monkeypatch: Any
+) -> None:
+    monkeypatch.setenv("COLUMNS", "60")
+    run = seawall(capsys, "bigkeys", _url(server), "--top", "10")
+    assert run.code == 0, run.err
+    cells = "".join(
+        line.split("\N{BOX DRAWINGS LIGHT VERTICAL}")[2].strip()
+        for line in run.out.splitlines()
+        if line.count("\N{BOX DRAWINGS LIGHT VERTICAL}") > 2
+    )
+    assert "\N{HORIZONTAL ELLIPSIS}" not in cells
+    for name in NAMES:
+        assert name in cells, cells

@@ -18,14 +18,15 @@ from seawall.cli._ops import (
 
 def render(url: str, report: Any, top: int) -> Any:
     from rich.console import Group
-    from rich.table import Table
+    from rich.table import Column, Table
 
     from seawall.ops._output import counted, text_key
     from seawall.ops._sizes import human_bytes
 
     title = f"seawall bigkeys {url}: top {top} of {counted(report.scanned, 'key')} by memory"
     biggest = Table(
-        "#", "key", "type", "memory", "length", "node",
+        "#", Column("key", overflow="fold"), "type", "memory", "length",
+        Column("node", overflow="fold"),
         title=title, title_justify="left", min_width=len(title),
     )  # fmt: skip
     for rank, item in enumerate(report.top, 1):

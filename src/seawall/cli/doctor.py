@@ -30,7 +30,7 @@ _COLOURS = {"error": "red", "warning": "yellow", "info": "blue"}
 def command(
     url: str | None, no_keys: bool, max_ops: float | None, explain: str | None, as_json: bool
 ) -> int:
-    from rich.table import Table
+    from rich.table import Column, Table
     from rich.text import Text
 
     from seawall.ops._connect import connect, redact
@@ -56,7 +56,7 @@ def command(
         emit_json({"findings": [f.as_json() for f in findings]})
     else:
         table = Table(
-            "rule", "severity", "finding", "fix",
+            "rule", "severity", Column("finding", overflow="fold"), "fix",
             title=f"seawall doctor {redact(url)}: {counted(len(findings), 'finding')}",
             title_justify="left",
             min_width=len(f"seawall doctor {redact(url)}: {counted(len(findings), 'finding')}"),

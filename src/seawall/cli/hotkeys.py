@@ -48,7 +48,7 @@ def command(
     cursor: str | None,
     as_json: bool,
 ) -> int:
-    from rich.table import Table
+    from rich.table import Column, Table
 
     from seawall.ops import hotkeys as hk
     from seawall.ops._connect import OpsError, connect, redact
@@ -86,7 +86,8 @@ def command(
         else:
             figure = hk.FIGURES[chosen]
             table = Table(
-                "#", "key", figure, *(["processes"] if chosen == "published" else ["node"]),
+                "#", Column("key", overflow="fold"), figure,
+                *(["processes"] if chosen == "published" else ["node"]),
                 title=f"seawall hotkeys {redact(url)}: method {chosen}, {_TITLES[chosen]}",
                 title_justify="left",
                 min_width=len(f"seawall hotkeys {redact(url)}: method {chosen}, {_TITLES[chosen]}"),

@@ -14,7 +14,7 @@ from seawall.cli._ops import json_option
 @click.argument("keys", nargs=-1, required=True)
 @json_option
 def command(keys: tuple[str, ...], as_json: bool) -> int:
-    from rich.table import Table
+    from rich.table import Column, Table
 
     from seawall.ops._output import emit_json, stdout_console
     from seawall.ops.slots import hash_tag, key_slot
@@ -32,7 +32,8 @@ def command(keys: tuple[str, ...], as_json: bool) -> int:
     if as_json:
         emit_json(rows)
         return 0
-    table = Table("key", "slot", "hash tag", title="Cluster hash slots")
+    # A key is folded onto more lines in a narrow terminal, never cut short with "...".
+    table = Table(Column("key", overflow="fold"), "slot", "hash tag", title="Cluster hash slots")
     for row in rows:
         table.add_row(str(row["key"]), str(row["slot"]), str(row["hash_tag"] or "(whole key)"))
     stdout_console().print(table)
