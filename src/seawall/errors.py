@@ -46,6 +46,18 @@ class LockTimeout(LockError):
     """A blocking acquire did not get the lock within its timeout."""
 
 
+class LockQueueLostError(LockError):
+    """A blocking acquire of a CP lock (seawall.etcd.Lock, seawall.zookeeper.Lock) lost
+    its place in the lock's queue while it waited: someone else deleted its queued key or
+    node, or revoked its lease. The lock was not acquired.
+
+    Usually an operator cleared the lock by hand (`etcdctl del --prefix`, `etcdctl lease
+    revoke`, ZooKeeper's `deleteall`). Granting it anyway, as if the place were still
+    there, would let this caller hold the lock beside whoever queued after the clearing;
+    acquire again to queue anew.
+    """
+
+
 class LockNotReplicatedError(LockError):
     """A lock was taken, but fewer replicas than `replicas=` acknowledged it in time.
 

@@ -22,7 +22,7 @@ from kazoo.exceptions import (
     SessionExpiredError,
 )
 
-from seawall.errors import LockError, LockNotOwnedError, LockTimeout
+from seawall.errors import LockError, LockNotOwnedError, LockQueueLostError, LockTimeout
 from seawall.locks import _lease
 from seawall.locks._async.holder import AsyncHolder, Hold, HoldTable, left_until
 from seawall.locks._async.renewer import get_renewer
@@ -147,7 +147,9 @@ class AsyncZooKeeperLock(AsyncHolder):
             )
             try:
                 path, stat = await async_result(pending, last_look(deadline))
-                acquired = await self._wait_turn(client, path, blocking, deadline)
+                acquired = await self._wait_turn(
+                    client, path, int(stat.ephemeralOwner), blocking, deadline
+                )
             except SessionExpiredError:
                 # The session expired before the lock was ours (a restart or freeze it
                 # did not survive, seen on a loaded machine): its node, if made, went
@@ -192,11 +194,11 @@ class AsyncZooKeeperLock(AsyncHolder):
             raise
 
     async def _wait_turn(
-        self, client: Any, path: str, blocking: bool, deadline: float | None
+        self, client: Any, path: str, session: int, blocking: bool, deadline: float | None
     ) -> bool | None:
-        """Wait until `path` is the first node; False when not blocking or past the
-        deadline, None if the node vanished (the session expired meanwhile: queue
-        again)."""
+        """Wait until `path` (made in `session`) is the first node; False when not
+        blocking or past the deadline, None if the node vanished with its session (queue
+        again). LockQueueLostError if someone deleted it while its session lived."""
         mine = path.rsplit("/", 1)[1]
         pause = RETRY
         while True:
@@ -204,6 +206,8 @@ class AsyncZooKeeperLock(AsyncHolder):
                 children = await async_result(
                     client.get_children_async(self._parent), last_look(deadline)
                 )
+            except NoNodeError:
+                children = []  # the whole lock was deleted, our node with it
             except ConnectionLoss:
                 # The server is restarting or the connection broke: kazoo reconnects
                 # within the session, and the queued node (ephemeral) stays ours.
@@ -215,6 +219,7 @@ class AsyncZooKeeperLock(AsyncHolder):
                 continue
             pause = RETRY
             if mine not in children:
+                self._check_place_gone(client, session)
                 return None  # its session expired meanwhile (the node went with it)
             ahead = _core.predecessor(children, mine)
             if ahead is None:
@@ -233,6 +238,20 @@ class AsyncZooKeeperLock(AsyncHolder):
             if stat is None:
                 continue  # gone before the watch was set: look again at once
             await signal.wait(min(_core.WAIT_SLICE, remaining or _core.WAIT_SLICE))
+
+    def _check_place_gone(self, client: Any, session: int) -> None:
+        """Our queued node is gone. With its session (expired: a restart or freeze it
+        did not survive) that is for queueing again; while the session that made it
+        lives, someone else deleted it: LockQueueLostError."""
+        current = client.client_id
+        if current is None or int(current[0]) != session:
+            return
+        raise LockQueueLostError(
+            f"zookeeper lock {self.name!r} was not acquired: while this caller waited, its "
+            f"queued node under {self._parent!r} was deleted by someone else (as `delete` "
+            "or `deleteall` in zkCli do); acquire again to queue anew",
+            lock_name=self.name,
+        )
 
     async def release(self) -> None:
         """Give back the caller's hold (deleting its node wakes the next waiter);

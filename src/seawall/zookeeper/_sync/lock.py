@@ -23,7 +23,7 @@ from kazoo.exceptions import (
     SessionExpiredError,
 )
 
-from seawall.errors import LockError, LockNotOwnedError, LockTimeout
+from seawall.errors import LockError, LockNotOwnedError, LockQueueLostError, LockTimeout
 from seawall.locks import _lease
 from seawall.locks._sync.holder import Holder, Hold, HoldTable, left_until
 from seawall.locks._sync.renewer import get_renewer
@@ -148,7 +148,9 @@ class ZooKeeperLock(Holder):
             )
             try:
                 path, stat = result(pending, last_look(deadline))
-                acquired = self._wait_turn(client, path, blocking, deadline)
+                acquired = self._wait_turn(
+                    client, path, int(stat.ephemeralOwner), blocking, deadline
+                )
             except SessionExpiredError:
                 # The session expired before the lock was ours (a restart or freeze it
                 # did not survive, seen on a loaded machine): its node, if made, went
@@ -193,16 +195,18 @@ class ZooKeeperLock(Holder):
             raise
 
     def _wait_turn(
-        self, client: Any, path: str, blocking: bool, deadline: float | None
+        self, client: Any, path: str, session: int, blocking: bool, deadline: float | None
     ) -> bool | None:
-        """Wait until `path` is the first node; False when not blocking or past the
-        deadline, None if the node vanished (the session expired meanwhile: queue
-        again)."""
+        """Wait until `path` (made in `session`) is the first node; False when not
+        blocking or past the deadline, None if the node vanished with its session (queue
+        again). LockQueueLostError if someone deleted it while its session lived."""
         mine = path.rsplit("/", 1)[1]
         pause = RETRY
         while True:
             try:
                 children = result(client.get_children_async(self._parent), last_look(deadline))
+            except NoNodeError:
+                children = []  # the whole lock was deleted, our node with it
             except ConnectionLoss:
                 # The server is restarting or the connection broke: kazoo reconnects
                 # within the session, and the queued node (ephemeral) stays ours.
@@ -214,6 +218,7 @@ class ZooKeeperLock(Holder):
                 continue
             pause = RETRY
             if mine not in children:
+                self._check_place_gone(client, session)
                 return None  # its session expired meanwhile (the node went with it)
             ahead = _core.predecessor(children, mine)
             if ahead is None:
@@ -232,6 +237,20 @@ class ZooKeeperLock(Holder):
             if stat is None:
                 continue  # gone before the watch was set: look again at once
             signal.wait(min(_core.WAIT_SLICE, remaining or _core.WAIT_SLICE))
+
+    def _check_place_gone(self, client: Any, session: int) -> None:
+        """Our queued node is gone. With its session (expired: a restart or freeze it
+        did not survive) that is for queueing again; while the session that made it
+        lives, someone else deleted it: LockQueueLostError."""
+        current = client.client_id
+        if current is None or int(current[0]) != session:
+            return
+        raise LockQueueLostError(
+            f"zookeeper lock {self.name!r} was not acquired: while this caller waited, its "
+            f"queued node under {self._parent!r} was deleted by someone else (as `delete` "
+            "or `deleteall` in zkCli do); acquire again to queue anew",
+            lock_name=self.name,
+        )
 
     def release(self) -> None:
         """Give back the caller's hold (deleting its node wakes the next waiter);
