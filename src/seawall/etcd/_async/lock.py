@@ -54,6 +54,8 @@ class AsyncEtcdLock(AsyncHolder):
     raise a short one to its minimum, about 2 s for a default single member).
     """
 
+    _PUBLIC = "seawall.etcd.aio.Lock"
+
     def __init__(
         self,
         endpoint: str,
@@ -94,7 +96,7 @@ class AsyncEtcdLock(AsyncHolder):
         woken by the deletion of the key ahead of it, never by polling.
         """
         wait_for = check_acquire_wait(blocking, timeout, self.timeout, self._label)
-        me = async_owner()
+        me = self._acquiring_owner()
         if self._table.current(me) is not None:
             raise LockError(
                 f"lock {self.name!r} is already held by this caller; seawall.etcd.Lock is "

@@ -55,6 +55,8 @@ class EtcdLock(Holder):
     raise a short one to its minimum, about 2 s for a default single member).
     """
 
+    _PUBLIC = "seawall.etcd.Lock"
+
     def __init__(
         self,
         endpoint: str,
@@ -95,7 +97,7 @@ class EtcdLock(Holder):
         woken by the deletion of the key ahead of it, never by polling.
         """
         wait_for = check_acquire_wait(blocking, timeout, self.timeout, self._label)
-        me = owner()
+        me = self._acquiring_owner()
         if self._table.current(me) is not None:
             raise LockError(
                 f"lock {self.name!r} is already held by this caller; seawall.etcd.Lock is "

@@ -32,6 +32,7 @@ from seawall.locks._async.replication import run_script_replicated
 from seawall.locks._async.waker import AsyncWaker, get_waker
 from seawall.locks._holds import Hold as Hold
 from seawall.locks._holds import HoldTable as HoldTable
+from seawall.locks._holds import async_refuse_running_loop
 from seawall.locks._replication import ReplicaPolicy
 from seawall.shared import _concurrency, _scripts
 from seawall.shared._async.scripts import run_script
@@ -61,6 +62,8 @@ class AsyncHolder:
     """A primitive whose holds are kept per owner (thread or task) of one shared object."""
 
     name: str
+    # The public class ("seawall.aio.Lock"), for errors that point to the other world.
+    _PUBLIC: str
     _table: HoldTable
     _on_lost: Callable[[Any], Any] | None
     _renewer: tuple[object, AsyncRenewer] | None = None  # (scope, renewer) of last use
@@ -101,6 +104,12 @@ class AsyncHolder:
         if cached is None or cached[0] is not here:
             cached = self._renewer = (here, get_renewer())
         return cached[1]
+
+    def _acquiring_owner(self) -> object:
+        """The caller about to acquire: this asyncio task. (A sync lock refuses a thread
+        that runs an event loop: see `_holds.refuse_running_loop`.)"""
+        async_refuse_running_loop(self._label(), self.name, self._PUBLIC)
+        return async_owner()
 
     def _current(self, *, adopt: bool = True) -> Hold | None:
         """The caller's (this asyncio task's) newest hold through this object, or None.

@@ -46,6 +46,8 @@ class AsyncRedlock(AsyncHolder):
     are its own.
     """
 
+    _PUBLIC = "seawall.aio.Redlock"
+
     def __init__(
         self,
         clients: Iterable[Any],
@@ -108,7 +110,7 @@ class AsyncRedlock(AsyncHolder):
         """Take the lock on a majority of masters; False when `timeout` passed (or not
         blocking). Failed attempts are retried after a random delay up to `retry_delay`."""
         wait_for = check_acquire_wait(blocking, timeout, self.timeout, self._label)
-        me = async_owner()
+        me = self._acquiring_owner()
         if self._table.current(me) is not None:
             raise LockError(
                 f"Redlock {self.name!r} is already held by this caller; it is not "

@@ -33,6 +33,7 @@ from seawall.locks._sync.replication import run_script_replicated
 from seawall.locks._sync.waker import Waker, get_waker
 from seawall.locks._holds import Hold as Hold
 from seawall.locks._holds import HoldTable as HoldTable
+from seawall.locks._holds import refuse_running_loop
 from seawall.locks._replication import ReplicaPolicy
 from seawall.shared import _concurrency, _scripts
 from seawall.shared._sync.scripts import run_script
@@ -62,6 +63,8 @@ class Holder:
     """A primitive whose holds are kept per owner (thread or task) of one shared object."""
 
     name: str
+    # The public class ("seawall.Lock"), for errors that point to the other world.
+    _PUBLIC: str
     _table: HoldTable
     _on_lost: Callable[[Any], Any] | None
     _renewer: tuple[object, Renewer] | None = None  # (scope, renewer) of last use
@@ -102,6 +105,12 @@ class Holder:
         if cached is None or cached[0] is not here:
             cached = self._renewer = (here, get_renewer())
         return cached[1]
+
+    def _acquiring_owner(self) -> object:
+        """The caller about to acquire: this thread. (A sync lock refuses a thread
+        that runs an event loop: see `_holds.refuse_running_loop`.)"""
+        refuse_running_loop(self._label(), self.name, self._PUBLIC)
+        return owner()
 
     def _current(self, *, adopt: bool = True) -> Hold | None:
         """The caller's (this thread's) newest hold through this object, or None.

@@ -47,6 +47,8 @@ class Redlock(Holder):
     are its own.
     """
 
+    _PUBLIC = "seawall.Redlock"
+
     def __init__(
         self,
         clients: Iterable[Any],
@@ -109,7 +111,7 @@ class Redlock(Holder):
         """Take the lock on a majority of masters; False when `timeout` passed (or not
         blocking). Failed attempts are retried after a random delay up to `retry_delay`."""
         wait_for = check_acquire_wait(blocking, timeout, self.timeout, self._label)
-        me = owner()
+        me = self._acquiring_owner()
         if self._table.current(me) is not None:
             raise LockError(
                 f"Redlock {self.name!r} is already held by this caller; it is not "

@@ -22,7 +22,6 @@ from seawall.locks._lease import ms
 from seawall.locks._replication import DEFAULT_REPLICA_TIMEOUT, replica_policy
 from seawall.shared import _concurrency, _scripts, _tokens
 from seawall.shared._sync.scripts import run_script
-from seawall.shared._concurrency import owner
 from seawall.shared._keys import WAKE_PREFIX, RWLockKeys, rwlock_keys
 from seawall.shared._validate import (
     check_acquire_wait,
@@ -89,6 +88,8 @@ class RWLock:
 class RWSide(LeaseHolder):
     """What the read and write sides share: waiting, renewal, release, errors."""
 
+    _PUBLIC = "seawall.RWLock"
+
     _kind = ""
     _acquire_script = _READ_ACQUIRE
 
@@ -127,7 +128,7 @@ class RWSide(LeaseHolder):
         that may let this side in wakes the waiter; every sleep is bounded besides.
         """
         wait_for = check_acquire_wait(blocking, timeout, self.timeout, self._label)
-        me = owner()
+        me = self._acquiring_owner()
         if self._table.current(me) is not None:
             raise LockError(
                 f"the {self._kind} side of rwlock {self.name!r} is already held through this "

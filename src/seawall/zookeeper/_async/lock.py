@@ -75,6 +75,8 @@ class AsyncZooKeeperLock(AsyncHolder):
     its place once the session expires (the server grants between 2 and 20 of its ticks).
     """
 
+    _PUBLIC = "seawall.zookeeper.aio.Lock"
+
     def __init__(
         self,
         hosts: str,
@@ -120,7 +122,7 @@ class AsyncZooKeeperLock(AsyncHolder):
         woken by the deletion of the node ahead of it, never by polling.
         """
         wait_for = check_acquire_wait(blocking, timeout, self.timeout, self._label)
-        me = async_owner()
+        me = self._acquiring_owner()
         if self._table.current(me) is not None:
             raise LockError(
                 f"lock {self.name!r} is already held by this caller; seawall.zookeeper.Lock "
