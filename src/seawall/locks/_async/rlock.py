@@ -111,6 +111,7 @@ class AsyncRLock(AsyncLock):
         # Alongside the caller, never in its time: the server may be frozen.
         async_run_soon(resync, f"recording the hold count of rlock {self.name!r}")
 
-    async def _extend_token(self, token: str, ttl_ms: int) -> bool:
+    async def _extend_token(self, token: str, ttl_ms: int, add: bool = False) -> int:
         keys = (self._keys.key, self.holds_key)
-        return bool(int(await run_script(self._client, _EXTEND, keys, (token, ttl_ms))))
+        args = (token, ttl_ms, "1" if add else "")
+        return int(await run_script(self._client, _EXTEND, keys, args))

@@ -271,13 +271,15 @@ class AsyncReadLock(AsyncRWSide):
         )
         return int(reply)
 
-    async def _extend_token(self, token: str, ttl_ms: int) -> bool:
+    async def _extend_token(self, token: str, ttl_ms: int, add: bool = False) -> int:
         keys = (self._keys.readers,)
-        return bool(int(await run_script(self._client, _READ_EXTEND, keys, (token, ttl_ms, ""))))
+        args = (token, ttl_ms, "", "1" if add else "")
+        return int(await run_script(self._client, _READ_EXTEND, keys, args))
 
     async def _holds(self, hold: Hold) -> bool:
         keys = (self._keys.readers,)
-        return bool(int(await run_script(self._client, _READ_EXTEND, keys, (hold.token, 1, "1"))))
+        args = (hold.token, 1, "1", "")
+        return bool(int(await run_script(self._client, _READ_EXTEND, keys, args)))
 
 
 class AsyncWriteLock(AsyncRWSide):
@@ -319,9 +321,10 @@ class AsyncWriteLock(AsyncRWSide):
         )
         return int(reply)
 
-    async def _extend_token(self, token: str, ttl_ms: int) -> bool:
+    async def _extend_token(self, token: str, ttl_ms: int, add: bool = False) -> int:
         keys = (self._keys.writer,)
-        return bool(int(await run_script(self._client, _WRITE_EXTEND, keys, (token, ttl_ms))))
+        args = (token, ttl_ms, "1" if add else "")
+        return int(await run_script(self._client, _WRITE_EXTEND, keys, args))
 
     async def _holds(self, hold: Hold) -> bool:
         value = await self._client.get(self._keys.writer)

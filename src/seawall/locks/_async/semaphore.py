@@ -183,10 +183,9 @@ class AsyncSemaphore(AsyncLeaseHolder):
         )
         return int(reply)
 
-    async def _extend_token(self, token: str, ttl_ms: int) -> bool:
-        return bool(
-            int(await run_script(self._client, _EXTEND, (self._keys.key,), (token, ttl_ms)))
-        )
+    async def _extend_token(self, token: str, ttl_ms: int, add: bool = False) -> int:
+        args = (token, ttl_ms, "1" if add else "")
+        return int(await run_script(self._client, _EXTEND, (self._keys.key,), args))
 
     async def _holds(self, hold: Hold) -> bool:
         _, left = await self._state(hold.token)

@@ -207,10 +207,9 @@ class Lock(LeaseHolder):
         )
         return int(reply)
 
-    def _extend_token(self, token: str, ttl_ms: int) -> bool:
-        """Reset the lease of `token`'s hold; False when it is not the holder any more."""
-        reply = run_script(self._client, _EXTEND, (self._keys.key,), (token, ttl_ms))
-        return bool(int(reply))
+    def _extend_token(self, token: str, ttl_ms: int, add: bool = False) -> int:
+        args = (token, ttl_ms, "1" if add else "")
+        return int(run_script(self._client, _EXTEND, (self._keys.key,), args))
 
     def locked(self) -> bool:
         """Whether anyone holds the lock now."""

@@ -270,13 +270,15 @@ class ReadLock(RWSide):
         )
         return int(reply)
 
-    def _extend_token(self, token: str, ttl_ms: int) -> bool:
+    def _extend_token(self, token: str, ttl_ms: int, add: bool = False) -> int:
         keys = (self._keys.readers,)
-        return bool(int(run_script(self._client, _READ_EXTEND, keys, (token, ttl_ms, ""))))
+        args = (token, ttl_ms, "", "1" if add else "")
+        return int(run_script(self._client, _READ_EXTEND, keys, args))
 
     def _holds(self, hold: Hold) -> bool:
         keys = (self._keys.readers,)
-        return bool(int(run_script(self._client, _READ_EXTEND, keys, (hold.token, 1, "1"))))
+        args = (hold.token, 1, "1", "")
+        return bool(int(run_script(self._client, _READ_EXTEND, keys, args)))
 
 
 class WriteLock(RWSide):
@@ -318,9 +320,10 @@ class WriteLock(RWSide):
         )
         return int(reply)
 
-    def _extend_token(self, token: str, ttl_ms: int) -> bool:
+    def _extend_token(self, token: str, ttl_ms: int, add: bool = False) -> int:
         keys = (self._keys.writer,)
-        return bool(int(run_script(self._client, _WRITE_EXTEND, keys, (token, ttl_ms))))
+        args = (token, ttl_ms, "1" if add else "")
+        return int(run_script(self._client, _WRITE_EXTEND, keys, args))
 
     def _holds(self, hold: Hold) -> bool:
         value = self._client.get(self._keys.writer)

@@ -184,8 +184,9 @@ class Semaphore(LeaseHolder):
         )
         return int(reply)
 
-    def _extend_token(self, token: str, ttl_ms: int) -> bool:
-        return bool(int(run_script(self._client, _EXTEND, (self._keys.key,), (token, ttl_ms))))
+    def _extend_token(self, token: str, ttl_ms: int, add: bool = False) -> int:
+        args = (token, ttl_ms, "1" if add else "")
+        return int(run_script(self._client, _EXTEND, (self._keys.key,), args))
 
     def _holds(self, hold: Hold) -> bool:
         _, left = self._state(hold.token)
