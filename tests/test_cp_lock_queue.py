@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -24,6 +25,7 @@ from kazoo.client import KazooClient
 from owners import TaskOwner, ThreadOwner, owner_for
 
 import seawall
+import seawall.zookeeper
 from seawall.etcd import _core as etcd_core
 
 _numbers = itertools.count()
@@ -294,3 +296,49 @@ def test_a_waiter_behind_a_vanished_one_still_waits_for_the_holder(
         await n.do(newcomer.release)
 
     asyncio.run(both_ways(world, scenario))
+
+
+def test_a_zookeeper_waiter_whose_session_expires_queues_again_alone(
+    seawall_zookeeper: Any,
+) -> None:
+    """A ZooKeeper waiter whose session expires (its node goes with it) queues again in
+    the new session, behind whoever is there, and is never granted beside anyone."""
+    backend = Backend("zookeeper", seawall_zookeeper)
+    hosts, name = backend.address, fresh()
+    holder = seawall.zookeeper.Lock(hosts, name, session_timeout=10.0)
+    # A session timeout of its own gives the waiter a session of its own to expire.
+    waiter = seawall.zookeeper.Lock(hosts, name, session_timeout=4.0)
+    third = seawall.zookeeper.Lock(hosts, name, session_timeout=10.0)
+    try:
+        assert holder.acquire()
+        got: list[Any] = []
+
+        def wait() -> None:
+            try:
+                got.append(waiter.acquire(timeout=30.0))
+            except Exception as exc:  # reported below
+                got.append(exc)
+
+        thread = threading.Thread(target=wait)
+        thread.start()
+        backend.wait_queued(holder, 2)
+        # Closing a session from a second client that presents its id and password ends
+        # it on the server: its ephemeral node goes, and its owner finds it expired.
+        session, password = waiter._client.client_id
+        thief = KazooClient(hosts=hosts, client_id=(session, password))
+        thief.start(timeout=15)
+        thief.stop()
+        thief.close()
+        deadline = time.monotonic() + 10.0
+        while len(backend.queue(holder)) > 1:
+            assert time.monotonic() < deadline, "the expired session's node stayed"
+            time.sleep(0.02)
+        holder.release()
+        thread.join(30.0)
+        assert got == [True]
+        assert not third.acquire(blocking=False)
+        waiter.release()
+        assert third.acquire(blocking=False)
+        third.release()
+    finally:
+        backend.close()
