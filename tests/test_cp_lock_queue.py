@@ -22,6 +22,7 @@ import httpx
 import pytest
 from cplockworkers import make_lock
 from kazoo.client import KazooClient
+from kazoo.protocol.connection import _SESSION_EXPIRED
 from owners import TaskOwner, ThreadOwner, owner_for
 
 import seawall
@@ -301,44 +302,43 @@ def test_a_waiter_behind_a_vanished_one_still_waits_for_the_holder(
 def test_a_zookeeper_waiter_whose_session_expires_queues_again_alone(
     seawall_zookeeper: Any,
 ) -> None:
-    """A ZooKeeper waiter whose session expires (its node goes with it) queues again in
-    the new session, behind whoever is there, and is never granted beside anyone."""
+    """A ZooKeeper waiter whose session expires while it waits queues again in its new
+    session (it is not refused: nobody took its place away) and takes the lock through a
+    node of that session, never through the expired session's node, which the server
+    deletes when it gets round to that session."""
     backend = Backend("zookeeper", seawall_zookeeper)
     hosts, name = backend.address, fresh()
     holder = seawall.zookeeper.Lock(hosts, name, session_timeout=10.0)
-    # A session timeout of its own gives the waiter a session of its own to expire.
-    waiter = seawall.zookeeper.Lock(hosts, name, session_timeout=4.0)
-    third = seawall.zookeeper.Lock(hosts, name, session_timeout=10.0)
+    # A session of its own: sessions are shared per timeout.
+    waiter = seawall.zookeeper.Lock(hosts, name, session_timeout=3.0)
     try:
         assert holder.acquire()
         got: list[Any] = []
 
         def wait() -> None:
             try:
-                got.append(waiter.acquire(timeout=30.0))
+                got.append(waiter.acquire(timeout=30.0) and waiter.fence)
             except Exception as exc:  # reported below
                 got.append(exc)
 
         thread = threading.Thread(target=wait)
         thread.start()
-        backend.wait_queued(holder, 2)
-        # Closing a session from a second client that presents its id and password ends
-        # it on the server: its ephemeral node goes, and its owner finds it expired.
-        session, password = waiter._client.client_id
-        thief = KazooClient(hosts=hosts, client_id=(session, password))
-        thief.start(timeout=15)
-        thief.stop()
-        thief.close()
+        stale = backend.wait_queued(holder, 2)[1]
+        stale_fence = backend._zk_client().exists(stale).czxid
+        client = waiter._client
+        old_session = client.client_id[0]
+        # What kazoo does when a server answers that the session expired: drop it and
+        # open a new one. (The server forgets the old one only after its timeout.)
+        client._call(_SESSION_EXPIRED, None)
         deadline = time.monotonic() + 10.0
-        while len(backend.queue(holder)) > 1:
-            assert time.monotonic() < deadline, "the expired session's node stayed"
+        while client.client_id is None or client.client_id[0] == old_session:
+            assert time.monotonic() < deadline, "kazoo opened no new session"
             time.sleep(0.02)
         holder.release()
         thread.join(30.0)
-        assert got == [True]
-        assert not third.acquire(blocking=False)
-        waiter.release()
-        assert third.acquire(blocking=False)
-        third.release()
+        assert len(got) == 1 and isinstance(got[0], int), got
+        # Held through a node of the new session, made after the stale one.
+        assert got[0] > stale_fence
+        assert backend._zk_client().exists(stale) is None
     finally:
         backend.close()

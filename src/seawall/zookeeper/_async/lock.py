@@ -155,7 +155,10 @@ class AsyncZooKeeperLock(AsyncHolder):
             except SessionExpiredError:
                 # The session expired before the lock was ours (a restart or freeze it
                 # did not survive, seen on a loaded machine): its node, if made, went
-                # with it, and kazoo is opening a new session. Queue again in that one.
+                # with it (or goes when the server gets round to the session: deleted
+                # now, so it does not hold up the next place), and kazoo is opening a
+                # new session. Queue again in that one.
+                _delete_when_created(pending, client)
                 acquired = None
             except TimeoutError:
                 _delete_when_created(pending, client)
@@ -199,8 +202,8 @@ class AsyncZooKeeperLock(AsyncHolder):
         self, client: Any, path: str, session: int, blocking: bool, deadline: float | None
     ) -> bool | None:
         """Wait until `path` (made in `session`) is the first node; False when not
-        blocking or past the deadline, None if the node vanished with its session (queue
-        again). LockQueueLostError if someone deleted it while its session lived."""
+        blocking or past the deadline, None if its session expired (queue again).
+        LockQueueLostError if someone deleted it while its session lived."""
         mine = path.rsplit("/", 1)[1]
         pause = RETRY
         while True:
@@ -220,9 +223,16 @@ class AsyncZooKeeperLock(AsyncHolder):
                 pause = min(pause * 2, 1.0)
                 continue
             pause = RETRY
+            current = client.client_id
+            if current is None or int(current[0]) != session:
+                # The session that made our node expired (kazoo opened a new one): the
+                # node is gone, or goes when the server gets round to that session (a
+                # lagging server may still list it). Never hold the lock through it: the
+                # next contender would hold it too once it goes. Queue again.
+                delete_eventually(client, path)
+                return None
             if mine not in children:
-                self._check_place_gone(client, session)
-                return None  # its session expired meanwhile (the node went with it)
+                raise self._place_taken()
             ahead = _core.predecessor(children, mine)
             if ahead is None:
                 return True
@@ -241,14 +251,10 @@ class AsyncZooKeeperLock(AsyncHolder):
                 continue  # gone before the watch was set: look again at once
             await signal.wait(min(_core.WAIT_SLICE, remaining or _core.WAIT_SLICE))
 
-    def _check_place_gone(self, client: Any, session: int) -> None:
-        """Our queued node is gone. With its session (expired: a restart or freeze it
-        did not survive) that is for queueing again; while the session that made it
-        lives, someone else deleted it: LockQueueLostError."""
-        current = client.client_id
-        if current is None or int(current[0]) != session:
-            return
-        raise LockQueueLostError(
+    def _place_taken(self) -> LockQueueLostError:
+        """Our queued node is gone while the session that made it lives: someone else
+        deleted it."""
+        return LockQueueLostError(
             f"zookeeper lock {self.name!r} was not acquired: while this caller waited, its "
             f"queued node under {self._parent!r} was deleted by someone else (as `delete` "
             "or `deleteall` in zkCli do); acquire again to queue anew",
