@@ -6,6 +6,8 @@ owner whose lease lapsed while it paused keeps its own fence and its own token, 
 release or extend fails (LockNotOwnedError) instead of acting on the hold another owner took
 through the same object meanwhile. Pure bookkeeping, no I/O: every member of the lock family
 (Lock, RLock, Semaphore, both RWLock sides, Redlock) keeps its holds in a `HoldTable`.
+Who may be an owner at all is checked here too: a sync lock refuses a thread that runs an
+asyncio event loop (`refuse_running_loop`).
 """
 
 from __future__ import annotations
