@@ -99,7 +99,7 @@ def test_expired_owner_cannot_release_or_extend_new_holder(target: Target, world
         assert b.owned()
         assert a.acquire(blocking=False) is False
         with pytest.raises(seawall.LockNotOwnedError):
-            a.extend(100)
+            a.extend(ttl=100)
         assert b.owned()
         assert r.pttl(b.key) > 9000  # a's extend did not shorten or lengthen b's lease
         b.release()
@@ -117,7 +117,7 @@ def test_expired_owner_cannot_release_or_extend_new_holder(target: Target, world
             await a.release()
         assert await b.owned()
         with pytest.raises(seawall.LockNotOwnedError):
-            await a.extend(100)
+            await a.extend(ttl=100)
         assert await b.owned()
         assert await r.pttl(b.key) > 9000
         await b.release()
@@ -293,7 +293,7 @@ def test_extend_resets_the_lease(standalone: Target) -> None:
     r = standalone.sync()
     lock = seawall.Lock(r, "ext", ttl=2.0, renew=False)
     lock.acquire()
-    lock.extend(20.0)
+    lock.extend(ttl=20.0)
     assert r.pttl(lock.key) > 19_000
     lock.release()
 

@@ -1,12 +1,15 @@
 """seawall.Redlock and seawall.aio.Redlock against five real independent masters.
 
 Each test body is written once, for the asyncio API; in the "sync" world it drives
-seawall.Redlock through a thin adapter whose methods call the sync ones directly.
+seawall.Redlock through a thin adapter that makes every call in one thread of its own (a
+sync lock refuses the event loop's thread, and its owner is the thread).
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import functools
 import itertools
 import time
 import warnings
@@ -27,26 +30,39 @@ from seawall.shared import _keys
 
 
 class SyncRedlock:
-    """seawall.Redlock with the asyncio API's shape, for one test body in both worlds."""
+    """seawall.Redlock with the asyncio API's shape, for one test body in both worlds:
+    every call and attribute read runs in the adapter's own thread, the lock's owner."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self.lock = seawall.Redlock(*args, **kwargs)
+        self._thread = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+        self.lock = self._in_thread(seawall.Redlock, *args, **kwargs)
+
+    def _in_thread(self, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        return self._thread.submit(call, *args, **kwargs).result()
 
     def __getattr__(self, name: str) -> Any:
-        value = getattr(self.lock, name)
+        value = self._in_thread(getattr, self.lock, name)
         if name in ("acquire", "release", "extend", "locked", "owned"):
 
             async def call(*args: Any, **kwargs: Any) -> Any:
-                return value(*args, **kwargs)
+                loop = asyncio.get_running_loop()
+                return await loop.run_in_executor(
+                    self._thread, functools.partial(value, *args, **kwargs)
+                )
 
             return call
+        if callable(value):
+            return functools.partial(self._in_thread, value)
         return value
 
     async def __aenter__(self) -> Any:
-        return self.lock.__enter__()
+        await asyncio.get_running_loop().run_in_executor(self._thread, self.lock.__enter__)
+        return self
 
     async def __aexit__(self, *exc: Any) -> None:
-        self.lock.__exit__(*exc)
+        await asyncio.get_running_loop().run_in_executor(
+            self._thread, functools.partial(self.lock.__exit__, *exc)
+        )
 
 
 class World:
@@ -160,7 +176,7 @@ def test_extend_needs_a_majority_within_the_validity(masters: World) -> None:
         clients = w.clients()
         lock = w.lock(clients, "ext", ttl=0.5, renew=False)
         assert await lock.acquire()
-        await lock.extend(5.0)
+        await lock.extend(ttl=5.0)
         assert lock.validity() > 4.5
         assert sum(4000 < admin.pttl(lock.key) <= 5000 for admin in w.admins) >= 3
         # Another owner takes the key on 3 masters: the next extend finds no majority.

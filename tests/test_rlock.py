@@ -178,7 +178,7 @@ def test_non_owner_cannot_release_or_extend(target: Target, world: str) -> None:
         with pytest.raises(seawall.LockNotOwnedError):
             lock.acquire()  # so does a re-entry
         with pytest.raises(seawall.LockNotOwnedError):
-            lock.extend(100)
+            lock.extend(ttl=100)
         assert other_process.owned() and r.pttl(other_process.key) > 9000
         other_process.release()
         assert target.lock_keys() == []
@@ -214,7 +214,7 @@ def test_non_owner_cannot_release_or_extend(target: Target, world: str) -> None:
         with pytest.raises(seawall.LockNotOwnedError):
             await lock.acquire()
         with pytest.raises(seawall.LockNotOwnedError):
-            await lock.extend(100)
+            await lock.extend(ttl=100)
         assert await other_process.owned() and r.pttl(other_process.key) > 9000
         await other_process.release()
 

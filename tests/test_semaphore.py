@@ -174,7 +174,7 @@ def test_release_by_non_holder_raises(target: Target, world: str) -> None:
             lapsed.release()
         assert lapsed.acquire(blocking=False) is False
         with pytest.raises(seawall.LockNotOwnedError):
-            lapsed.extend(100)
+            lapsed.extend(ttl=100)
         assert successor.owned() and successor.holders() == 1
         successor.release()
         assert successor.available() == 1
@@ -193,7 +193,7 @@ def test_release_by_non_holder_raises(target: Target, world: str) -> None:
         with pytest.raises(seawall.LockNotOwnedError, match="'owner'"):
             await lapsed.release()
         with pytest.raises(seawall.LockNotOwnedError):
-            await lapsed.extend(100)
+            await lapsed.extend(ttl=100)
         assert await successor.owned() and await successor.holders() == 1
         await successor.release()
         assert await successor.available() == 1
@@ -399,7 +399,7 @@ def test_extend_sets_only_this_holders_lease(standalone: Target) -> None:
     b = seawall.Semaphore(r, "ext", value=2, ttl=2.0, renew=False)
     a.acquire()
     b.acquire()
-    a.extend(20.0)
+    a.extend(ttl=20.0)
     scores = dict(r.zrange(a.key, 0, -1, withscores=True))
     assert sorted(scores.values())[1] - sorted(scores.values())[0] > 17_000
     assert r.pttl(a.key) > 19_000  # the key lives as long as its longest lease

@@ -75,7 +75,7 @@ async def scenario(kind: str, aio: bool, client: Any, third_client: Any) -> None
         assert await b.do(call("acquire", True, 5.0))
         # B's hold must outlast the checks below on a loaded machine (the object's ttl is
         # A's short one, unrenewed).
-        await b.do(call("extend", 10.0))
+        await b.do(lambda: shared.extend(ttl=10.0))
         fence_b = await b.do(read_fence())
         assert fence_b > fence_a
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import redis.exceptions
+
 
 class SeawallError(Exception):
     """Base class of all seawall errors."""
@@ -11,20 +13,29 @@ class ServerNotFoundError(SeawallError):
     """No redis-server or valkey-server binary could be found to launch."""
 
 
-class LockError(SeawallError):
-    """A lock operation failed; `lock_name` names the lock."""
+class LockError(SeawallError, redis.exceptions.LockError):
+    """A lock operation failed; `lock_name` names the lock.
+
+    Also redis-py's `redis.exceptions.LockError` (so a ValueError and a RedisError, as
+    redis-py's is): code moving from `r.lock()` keeps catching what it caught.
+    """
 
     def __init__(self, message: str, *, lock_name: str | None = None) -> None:
-        super().__init__(message)
+        super().__init__(message, lock_name)
         self.lock_name = lock_name
 
+    def __repr__(self) -> str:
+        # redis-py's errors show only their class; a seawall error keeps its message.
+        return Exception.__repr__(self)
 
-class LockNotOwnedError(LockError, RuntimeError):
+
+class LockNotOwnedError(LockError, redis.exceptions.LockNotOwnedError, RuntimeError):
     """The caller does not hold the lock: never acquired, released, held by another thread
     or task, or its lease was lost.
 
     A RuntimeError too, as threading raises for a release by a thread that does not own
-    the lock, so code written for threading's locks catches it unchanged.
+    the lock, so code written for threading's locks catches it unchanged; and redis-py's
+    `redis.exceptions.LockNotOwnedError`, for code written for `r.lock()`.
 
     When the lease was lost another process may have held the lock meanwhile; writes made
     under it should be guarded by the lock's fence (see `seawall.fenced_write`).
@@ -33,6 +44,18 @@ class LockNotOwnedError(LockError, RuntimeError):
 
 class LockTimeout(LockError):
     """A blocking acquire did not get the lock within its timeout."""
+
+
+class LockQueueLostError(LockError):
+    """A blocking acquire of a CP lock (seawall.etcd.Lock, seawall.zookeeper.Lock) lost
+    its place in the lock's queue while it waited: someone else deleted its queued key or
+    node, or revoked its lease. The lock was not acquired.
+
+    Usually an operator cleared the lock by hand (`etcdctl del --prefix`, `etcdctl lease
+    revoke`, ZooKeeper's `deleteall`). Granting it anyway, as if the place were still
+    there, would let this caller hold the lock beside whoever queued after the clearing;
+    acquire again to queue anew.
+    """
 
 
 class LockNotReplicatedError(LockError):

@@ -6,13 +6,18 @@ owner whose lease lapsed while it paused keeps its own fence and its own token, 
 release or extend fails (LockNotOwnedError) instead of acting on the hold another owner took
 through the same object meanwhile. Pure bookkeeping, no I/O: every member of the lock family
 (Lock, RLock, Semaphore, both RWLock sides, Redlock) keeps its holds in a `HoldTable`.
+Who may be an owner at all is checked here too: a sync lock refuses a thread that runs an
+asyncio event loop (`refuse_running_loop`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import threading
 import weakref
+
+from seawall.errors import LockError
 
 
 class Hold:
@@ -122,3 +127,35 @@ class HoldTable:
         # An owner that cannot be weakly referenced keeps no history.
         with contextlib.suppress(TypeError):
             self._last_fence[owner] = fence
+
+
+def asyncio_twin(public_name: str) -> str:
+    """The asyncio class of a sync lock class: 'seawall.Lock' -> 'seawall.aio.Lock',
+    'seawall.etcd.Lock' -> 'seawall.etcd.aio.Lock'."""
+    package, _, name = public_name.rpartition(".")
+    return f"{package}.aio.{name}"
+
+
+def async_refuse_running_loop(label: str, lock_name: str, public_name: str) -> None:
+    """An asyncio lock belongs on the event loop: nothing to refuse (the sync twin's
+    counterpart, so one acquire serves both worlds)."""
+
+
+def refuse_running_loop(label: str, lock_name: str, public_name: str) -> None:
+    """Refuse a sync acquire on a thread that runs an asyncio event loop.
+
+    A sync lock's owner is the thread, so every task of that loop would be one owner:
+    the lock could not keep them apart (a plain Lock tells the second task it holds the
+    lock already, an RLock lets it in), and a wait would block the loop, the holding task
+    included. The asyncio twin, whose owner is the task, is what such code needs."""
+    if asyncio._get_running_loop() is None:
+        return
+    raise LockError(
+        f"{label} is a sync seawall lock, acquired on a thread that runs an asyncio event "
+        "loop: its owner would be the thread, shared by every task of the loop (so it "
+        "cannot keep them apart), and its waits would block the loop. Use "
+        f"{asyncio_twin(public_name)} there (`async with lock:` or `await "
+        "lock.acquire()`; the Redis locks take a redis.asyncio client), or acquire this "
+        "one from a worker thread (asyncio.to_thread)",
+        lock_name=lock_name,
+    )

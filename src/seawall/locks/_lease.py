@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import warnings
+
+from seawall.shared._validate import check_seconds
+
 # Renew at a third of the ttl: two more renewals fit before the lease lapses, so one failed
 # round trip (a dropped connection, a failover) does not cost the lease.
 RENEW_FRACTION = 1 / 3
@@ -72,3 +76,36 @@ def wait_slice(holder_pttl_ms: int, remaining: float | None) -> float:
     if remaining is not None:
         slice_ = min(slice_, remaining)
     return max(slice_, 0.0)
+
+
+def extend_request(
+    legacy: float | None, ttl: float | None, additional: float | None, what: str
+) -> tuple[float | None, bool]:
+    """What an `extend()` call asks for: (seconds, add). `add` False: set the lease to
+    `seconds` (None: to the hold's own ttl); True: add `seconds` to what is left of it.
+
+    `legacy` is the old positional form, `extend(t)`: it sets the lease to t, where
+    redis-py's `extend(t)` adds t, so a call ported from redis-py would shorten the lease
+    it meant to lengthen. It still sets, with a DeprecationWarning naming both keywords.
+    """
+    if legacy is not None:
+        if ttl is not None or additional is not None:
+            raise TypeError(f"extend() of {what} takes ttl= or additional=, not a positional too")
+        warnings.warn(
+            f"extend({legacy!r}) of {what} sets the lease to {legacy!r} s (redis-py's "
+            "extend adds): write extend(ttl=...) to set it, or extend(additional=...) to "
+            "add to what is left; the positional form will go",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        ttl = legacy
+    if ttl is not None and additional is not None:
+        raise TypeError(
+            f"extend() of {what} takes ttl= (set the lease) or additional= (add to what is "
+            "left of it), not both"
+        )
+    if additional is not None:
+        return check_seconds(additional, f"additional time of {what}"), True
+    if ttl is not None:
+        return check_seconds(ttl, f"ttl of {what}"), False
+    return None, False

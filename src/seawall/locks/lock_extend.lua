@@ -1,9 +1,16 @@
--- Extend a lock's lease, only if the caller still holds it.
+-- Extend a lock's lease, only if the caller still holds it: set it to ARGV[2] ms, or
+-- (ARGV[3] "1") add ARGV[2] ms to what is left of it, reading what is left here, in the
+-- server's time, so nothing can pass between the reading and the setting.
 -- KEYS[1] lock key
--- ARGV[1] owner token        ARGV[2] new ttl in milliseconds
--- returns 1 extended, 0 not the owner
-if redis.call('get', KEYS[1]) == ARGV[1] then
-  redis.call('pexpire', KEYS[1], ARGV[2])
-  return 1
+-- ARGV[1] owner token        ARGV[2] milliseconds        ARGV[3] "1" to add, "" to set
+-- returns the new lease in milliseconds (>= 1), 0 not the owner
+redis.replicate_commands()
+if redis.call('get', KEYS[1]) ~= ARGV[1] then
+  return 0
 end
-return 0
+local ttl = tonumber(ARGV[2])
+if ARGV[3] == '1' then
+  ttl = math.max(redis.call('pttl', KEYS[1]), 0) + ttl
+end
+redis.call('pexpire', KEYS[1], ttl)
+return ttl

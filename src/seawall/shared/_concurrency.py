@@ -185,7 +185,47 @@ def async_owner() -> object:
 
 def owner() -> object:
     """Who holds a lock in this world: the current thread."""
-    return threading.current_thread()
+    thread = threading.current_thread()
+    if isinstance(thread, threading._DummyThread):
+        return _foreign_thread()
+    return thread
+
+
+class _ThreadMark:
+    """Lives in a thread's locals, so it is freed when that thread's state is."""
+
+    __slots__ = ("__weakref__",)
+
+
+class ForeignThread:
+    """The owner that stands for a thread `threading` did not start (a C extension's, or
+    `_thread.start_new_thread`'s). threading knows such a thread only as a dummy that never
+    ends and that a later thread given the same id turns into: as an owner, its holds
+    would never pass on, and that later thread would inherit them. This owner ends with
+    the thread's locals instead, and each thread gets its own."""
+
+    __slots__ = ("__weakref__", "_mark", "name")
+
+    def __init__(self, mark: _ThreadMark, name: str) -> None:
+        self._mark = weakref.ref(mark)
+        self.name = name
+
+    def is_alive(self) -> bool:
+        return self._mark() is not None
+
+    def __repr__(self) -> str:
+        return f"<foreign thread {self.name} {'alive' if self.is_alive() else 'ended'}>"
+
+
+_foreign = threading.local()
+
+
+def _foreign_thread() -> ForeignThread:
+    found: ForeignThread | None = getattr(_foreign, "owner", None)
+    if found is None:
+        mark = _foreign.mark = _ThreadMark()
+        found = _foreign.owner = ForeignThread(mark, threading.current_thread().name)
+    return found
 
 
 class _ProcessScope:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from seawall.errors import LockError, LockNotOwnedError, LockTimeout
+from seawall.errors import LockError, LockNotOwnedError, LockQueueLostError, LockTimeout
 from seawall.etcd import _core
 from seawall.etcd._sync.gateway import Gateway, get_gateway
 from seawall.etcd._core import EtcdError
@@ -54,6 +54,8 @@ class EtcdLock(Holder):
     froze or lost etcd, loses its place within `ttl` (whole seconds, rounded up; etcd may
     raise a short one to its minimum, about 2 s for a default single member).
     """
+
+    _PUBLIC = "seawall.etcd.Lock"
 
     def __init__(
         self,
@@ -95,7 +97,7 @@ class EtcdLock(Holder):
         woken by the deletion of the key ahead of it, never by polling.
         """
         wait_for = check_acquire_wait(blocking, timeout, self.timeout, self._label)
-        me = owner()
+        me = self._acquiring_owner()
         if self._table.current(me) is not None:
             raise LockError(
                 f"lock {self.name!r} is already held by this caller; seawall.etcd.Lock is "
@@ -192,7 +194,7 @@ class EtcdLock(Holder):
         a revision of -1 if the lease expired meanwhile."""
         key = self._prefix + _core.token_of(lease)
         reply = gateway.call("/v3/kv/txn", _core.enqueue_body(self._prefix, key, lease), deadline)
-        revision, ahead, sole = _core.enqueued(reply, key)
+        revision, ahead, _ = _core.enqueued(reply, key)
         watch_from = int(reply["header"]["revision"]) + 1
         pause = RETRY
         looked_early = None  # the key ahead for which a watch already looked early
@@ -214,14 +216,11 @@ class EtcdLock(Holder):
                         # A silent slice: keep our queued key alive, then look again.
                         sent = _concurrency.monotonic()
                         if gateway.keepalive(lease, deadline) <= 0:
-                            return -1, lease_until
+                            return self._place_gone(lease_until)
                         lease_until = sent + ttl
-                    elif (
-                        outcome == _core.DELETED and sole and _concurrency.monotonic() < lease_until
-                    ):
-                        # The only key ahead is gone and ours still lives (its lease
-                        # has not run out): the lock is ours, with no look needed.
-                        return revision, lease_until
+                # Even when the only key ahead is gone, look again: our own key may have
+                # gone too (its lease revoked, or the keys deleted by hand), and a
+                # waiter granted without it would hold the lock beside the next one.
                 reply = gateway.call(
                     "/v3/kv/txn", _core.recheck_body(self._prefix, key, revision), deadline
                 )
@@ -233,11 +232,26 @@ class EtcdLock(Holder):
                 pause = min(pause * 2, 1.0)
                 continue
             pause = RETRY
-            present, ahead, sole = _core.rechecked(reply)
+            present, ahead, _ = _core.rechecked(reply)
             if not present:
-                return -1, lease_until
+                return self._place_gone(lease_until)
             watch_from = int(reply["header"]["revision"]) + 1
         return revision, lease_until
+
+    def _place_gone(self, lease_until: float) -> tuple[int, float]:
+        """Our queued key is gone. Past its lease's local deadline it expired (a pause,
+        etcd unreachable): queue again (a revision of -1). Before it, someone else took
+        it away (revoked its lease, deleted the key): LockQueueLostError, as etcd's own
+        mutex answers ErrSessionExpired."""
+        if _concurrency.monotonic() >= lease_until:
+            return -1, lease_until
+        raise LockQueueLostError(
+            f"etcd lock {self.name!r} was not acquired: while this caller waited, its "
+            f"queued key under {self._prefix!r} was deleted or its lease revoked by someone "
+            "else (as `etcdctl del --prefix` or `etcdctl lease revoke` do); acquire again "
+            "to queue anew",
+            lock_name=self.name,
+        )
 
     def _revoke_later(self, lease: int) -> None:
         """Revoke `lease` in the background (its grant or put may yet happen on a frozen

@@ -13,7 +13,6 @@ from seawall.locks._lease import ms
 from seawall.locks._replication import DEFAULT_REPLICA_TIMEOUT, replica_policy
 from seawall.shared import _concurrency, _scripts, _tokens
 from seawall.shared._async.scripts import run_script
-from seawall.shared._concurrency import async_owner
 from seawall.shared._keys import WAKE_PREFIX, lock_keys_of, tagged
 from seawall.shared._validate import (
     check_acquire_wait,
@@ -48,6 +47,8 @@ class AsyncLock(AsyncLeaseHolder):
     threading.Lock: each owner's hold, fence, release and extend are its own, so an owner
     whose lease lapsed cannot release or extend the hold another owner took since.
     """
+
+    _PUBLIC = "seawall.aio.Lock"
 
     # The key family and the public name, so seawall.RLock can share this machinery.
     _KIND = "lock"
@@ -95,7 +96,7 @@ class AsyncLock(AsyncLeaseHolder):
         takes). Waiting costs no polling: a release wakes the waiter.
         """
         wait_for = check_acquire_wait(blocking, timeout, self.timeout, self._label)
-        me = async_owner()
+        me = self._acquiring_owner()
         if self._table.current(me) is not None:
             raise LockError(
                 f"lock {self.name!r} is already held by this caller; seawall.Lock is not "
@@ -207,10 +208,9 @@ class AsyncLock(AsyncLeaseHolder):
         )
         return int(reply)
 
-    async def _extend_token(self, token: str, ttl_ms: int) -> bool:
-        """Reset the lease of `token`'s hold; False when it is not the holder any more."""
-        reply = await run_script(self._client, _EXTEND, (self._keys.key,), (token, ttl_ms))
-        return bool(int(reply))
+    async def _extend_token(self, token: str, ttl_ms: int, add: bool = False) -> int:
+        args = (token, ttl_ms, "1" if add else "")
+        return int(await run_script(self._client, _EXTEND, (self._keys.key,), args))
 
     async def locked(self) -> bool:
         """Whether anyone holds the lock now."""

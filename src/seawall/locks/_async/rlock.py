@@ -37,6 +37,8 @@ class AsyncRLock(AsyncLock):
     the lock and wakes a waiter.
     """
 
+    _PUBLIC = "seawall.aio.RLock"
+
     _KIND = "rlock"
     _WHAT = "RLock"
 
@@ -52,7 +54,9 @@ class AsyncRLock(AsyncLock):
         blocking). Re-entry never waits; it raises LockNotOwnedError if the lease was lost.
         """
         # Re-entry is for the caller's own hold: a finished task's is taken over only by a
-        # release (acquiring would enter it once more and leave it held).
+        # release (acquiring would enter it once more and leave it held). Checked first: a
+        # sync RLock on an event loop's thread would let every task of the loop "re-enter".
+        self._acquiring_owner()
         hold = self._current(adopt=False)
         if hold is None:
             return await super().acquire(blocking, timeout)
@@ -107,6 +111,7 @@ class AsyncRLock(AsyncLock):
         # Alongside the caller, never in its time: the server may be frozen.
         async_run_soon(resync, f"recording the hold count of rlock {self.name!r}")
 
-    async def _extend_token(self, token: str, ttl_ms: int) -> bool:
+    async def _extend_token(self, token: str, ttl_ms: int, add: bool = False) -> int:
         keys = (self._keys.key, self.holds_key)
-        return bool(int(await run_script(self._client, _EXTEND, keys, (token, ttl_ms))))
+        args = (token, ttl_ms, "1" if add else "")
+        return int(await run_script(self._client, _EXTEND, keys, args))

@@ -21,7 +21,6 @@ from seawall.locks._lease import ms
 from seawall.locks._replication import DEFAULT_REPLICA_TIMEOUT, replica_policy
 from seawall.shared import _concurrency, _scripts, _tokens
 from seawall.shared._async.scripts import run_script
-from seawall.shared._concurrency import async_owner
 from seawall.shared._keys import WAKE_PREFIX, RWLockKeys, rwlock_keys
 from seawall.shared._validate import (
     check_acquire_wait,
@@ -88,6 +87,8 @@ class AsyncRWLock:
 class AsyncRWSide(AsyncLeaseHolder):
     """What the read and write sides share: waiting, renewal, release, errors."""
 
+    _PUBLIC = "seawall.aio.RWLock"
+
     _kind = ""
     _acquire_script = _READ_ACQUIRE
 
@@ -126,7 +127,7 @@ class AsyncRWSide(AsyncLeaseHolder):
         that may let this side in wakes the waiter; every sleep is bounded besides.
         """
         wait_for = check_acquire_wait(blocking, timeout, self.timeout, self._label)
-        me = async_owner()
+        me = self._acquiring_owner()
         if self._table.current(me) is not None:
             raise LockError(
                 f"the {self._kind} side of rwlock {self.name!r} is already held through this "
@@ -270,13 +271,15 @@ class AsyncReadLock(AsyncRWSide):
         )
         return int(reply)
 
-    async def _extend_token(self, token: str, ttl_ms: int) -> bool:
+    async def _extend_token(self, token: str, ttl_ms: int, add: bool = False) -> int:
         keys = (self._keys.readers,)
-        return bool(int(await run_script(self._client, _READ_EXTEND, keys, (token, ttl_ms, ""))))
+        args = (token, ttl_ms, "", "1" if add else "")
+        return int(await run_script(self._client, _READ_EXTEND, keys, args))
 
     async def _holds(self, hold: Hold) -> bool:
         keys = (self._keys.readers,)
-        return bool(int(await run_script(self._client, _READ_EXTEND, keys, (hold.token, 1, "1"))))
+        args = (hold.token, 1, "1", "")
+        return bool(int(await run_script(self._client, _READ_EXTEND, keys, args)))
 
 
 class AsyncWriteLock(AsyncRWSide):
@@ -318,9 +321,10 @@ class AsyncWriteLock(AsyncRWSide):
         )
         return int(reply)
 
-    async def _extend_token(self, token: str, ttl_ms: int) -> bool:
+    async def _extend_token(self, token: str, ttl_ms: int, add: bool = False) -> int:
         keys = (self._keys.writer,)
-        return bool(int(await run_script(self._client, _WRITE_EXTEND, keys, (token, ttl_ms))))
+        args = (token, ttl_ms, "1" if add else "")
+        return int(await run_script(self._client, _WRITE_EXTEND, keys, args))
 
     async def _holds(self, hold: Hold) -> bool:
         value = await self._client.get(self._keys.writer)

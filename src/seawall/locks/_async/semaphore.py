@@ -14,7 +14,6 @@ from seawall.locks._lease import ms
 from seawall.locks._replication import DEFAULT_REPLICA_TIMEOUT, replica_policy
 from seawall.shared import _concurrency, _scripts, _tokens
 from seawall.shared._async.scripts import run_script
-from seawall.shared._concurrency import async_owner
 from seawall.shared._keys import WAKE_PREFIX, semaphore_keys
 from seawall.shared._validate import (
     check_acquire_wait,
@@ -49,6 +48,8 @@ class AsyncSemaphore(AsyncLeaseHolder):
     served in arrival order: a newcomer never takes a permit a queued process waits for.
     With `replicas=N` a permit counts only once N replicas acknowledged it.
     """
+
+    _PUBLIC = "seawall.aio.Semaphore"
 
     def __init__(
         self,
@@ -97,7 +98,7 @@ class AsyncSemaphore(AsyncLeaseHolder):
         takes). Waiting costs no polling: a release wakes the oldest waiters.
         """
         wait_for = check_acquire_wait(blocking, timeout, self.timeout, self._label)
-        me = async_owner()
+        me = self._acquiring_owner()
         token = _tokens.token_hex()
         if not blocking:
             return await self._attempt(token, me) is None
@@ -182,10 +183,9 @@ class AsyncSemaphore(AsyncLeaseHolder):
         )
         return int(reply)
 
-    async def _extend_token(self, token: str, ttl_ms: int) -> bool:
-        return bool(
-            int(await run_script(self._client, _EXTEND, (self._keys.key,), (token, ttl_ms)))
-        )
+    async def _extend_token(self, token: str, ttl_ms: int, add: bool = False) -> int:
+        args = (token, ttl_ms, "1" if add else "")
+        return int(await run_script(self._client, _EXTEND, (self._keys.key,), args))
 
     async def _holds(self, hold: Hold) -> bool:
         _, left = await self._state(hold.token)

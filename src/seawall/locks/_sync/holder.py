@@ -33,6 +33,7 @@ from seawall.locks._sync.replication import run_script_replicated
 from seawall.locks._sync.waker import Waker, get_waker
 from seawall.locks._holds import Hold as Hold
 from seawall.locks._holds import HoldTable as HoldTable
+from seawall.locks._holds import refuse_running_loop
 from seawall.locks._replication import ReplicaPolicy
 from seawall.shared import _concurrency, _scripts
 from seawall.shared._sync.scripts import run_script
@@ -46,7 +47,6 @@ from seawall.shared._concurrency import (
     sleep,
     spawn,
 )
-from seawall.shared._validate import check_seconds
 
 # A background release of a token that a timed-out try may have been granted retries
 # after this long (doubling, at most 1 s) while the server does not answer.
@@ -62,6 +62,8 @@ class Holder:
     """A primitive whose holds are kept per owner (thread or task) of one shared object."""
 
     name: str
+    # The public class ("seawall.Lock"), for errors that point to the other world.
+    _PUBLIC: str
     _table: HoldTable
     _on_lost: Callable[[Any], Any] | None
     _renewer: tuple[object, Renewer] | None = None  # (scope, renewer) of last use
@@ -102,6 +104,12 @@ class Holder:
         if cached is None or cached[0] is not here:
             cached = self._renewer = (here, get_renewer())
         return cached[1]
+
+    def _acquiring_owner(self) -> object:
+        """The caller about to acquire: this thread. (A sync lock refuses a thread
+        that runs an event loop: see `_holds.refuse_running_loop`.)"""
+        refuse_running_loop(self._label(), self.name, self._PUBLIC)
+        return owner()
 
     def _current(self, *, adopt: bool = True) -> Hold | None:
         """The caller's (this thread's) newest hold through this object, or None.
@@ -176,8 +184,10 @@ class LeaseHolder(Holder):
         known), for primitives whose memory of releases lives as long as the lease."""
         raise NotImplementedError
 
-    def _extend_token(self, token: str, ttl_ms: int) -> bool:
-        """Reset the lease of `token`'s hold; False when it is not the holder any more."""
+    def _extend_token(self, token: str, ttl_ms: int, add: bool = False) -> int:
+        """Set the lease of `token`'s hold to `ttl_ms` (with `add`: to what is left of it
+        plus `ttl_ms`, reckoned on the server); the new lease in ms, 0 when it is not the
+        holder any more."""
         raise NotImplementedError
 
     def _not_owned(self, hold: Hold, action: str) -> LockNotOwnedError:
@@ -283,14 +293,27 @@ class LeaseHolder(Holder):
             raise self._not_held("release")
         self._give_back(hold)
 
-    def extend(self, ttl: float | None = None) -> None:
-        """Reset the lease of the caller's newest hold to `ttl` seconds (default: its
-        ttl) from now; LockNotOwnedError if the caller holds none or its lease was lost."""
-        new_ttl = None if ttl is None else check_seconds(ttl, f"ttl of {self._label()}")
+    def extend(
+        self,
+        legacy_ttl: float | None = None,
+        /,
+        *,
+        ttl: float | None = None,
+        additional: float | None = None,
+    ) -> None:
+        """Lengthen the lease of the caller's newest hold: `ttl=t` sets it to t seconds
+        from now (no argument: to its ttl), `additional=t` adds t seconds to what is left
+        of it (reckoned atomically on the server, as redis-py's `extend(t)` does).
+        LockNotOwnedError if the caller holds none or its lease was lost.
+
+        The renewal then keeps the lease at its new length. A positional `extend(t)` sets,
+        as `ttl=t` does, with a DeprecationWarning: ported from redis-py, it meant to add.
+        """
+        seconds, add = _lease.extend_request(legacy_ttl, ttl, additional, self._label())
         hold = self._current()
         if hold is None:
             raise self._not_held("extend")
-        self._extend_hold(hold, hold.ttl if new_ttl is None else new_ttl)
+        self._extend_hold(hold, hold.ttl if seconds is None else seconds, add)
 
     def _release_later(self, token: str, what: str) -> None:
         """Release `token` in the background (never in the caller's time: its server may
@@ -331,12 +354,15 @@ class LeaseHolder(Holder):
         if not released:
             raise self._not_owned(hold, "release")
 
-    def _extend_hold(self, hold: Hold, new_ttl: float) -> None:
-        """Reset `hold`'s lease to `new_ttl` seconds from now, or mark it lost and raise."""
+    def _extend_hold(self, hold: Hold, seconds: float, add: bool = False) -> None:
+        """Set `hold`'s lease to `seconds` from now (with `add`: to what is left of it plus
+        `seconds`), or mark it lost and raise."""
         sent = _concurrency.monotonic()
-        if not self._extend_token(hold.token, _lease.ms(new_ttl)):
+        new_ms = self._extend_token(hold.token, _lease.ms(seconds), add)
+        if not new_ms:
             self._mark_lost(hold, notify=False)
             raise self._not_owned(hold, "extend")
+        new_ttl = new_ms / 1000 if add else seconds
         hold.ttl = new_ttl
         hold.deadline = _lease.lease_deadline(sent, new_ttl)
         if self._renew_leases:

@@ -14,7 +14,6 @@ from seawall.locks._lease import ms
 from seawall.locks._replication import DEFAULT_REPLICA_TIMEOUT, replica_policy
 from seawall.shared import _concurrency, _scripts, _tokens
 from seawall.shared._sync.scripts import run_script
-from seawall.shared._concurrency import owner
 from seawall.shared._keys import WAKE_PREFIX, lock_keys_of, tagged
 from seawall.shared._validate import (
     check_acquire_wait,
@@ -49,6 +48,8 @@ class Lock(LeaseHolder):
     threading.Lock: each owner's hold, fence, release and extend are its own, so an owner
     whose lease lapsed cannot release or extend the hold another owner took since.
     """
+
+    _PUBLIC = "seawall.Lock"
 
     # The key family and the public name, so seawall.RLock can share this machinery.
     _KIND = "lock"
@@ -96,7 +97,7 @@ class Lock(LeaseHolder):
         takes). Waiting costs no polling: a release wakes the waiter.
         """
         wait_for = check_acquire_wait(blocking, timeout, self.timeout, self._label)
-        me = owner()
+        me = self._acquiring_owner()
         if self._table.current(me) is not None:
             raise LockError(
                 f"lock {self.name!r} is already held by this caller; seawall.Lock is not "
@@ -206,10 +207,9 @@ class Lock(LeaseHolder):
         )
         return int(reply)
 
-    def _extend_token(self, token: str, ttl_ms: int) -> bool:
-        """Reset the lease of `token`'s hold; False when it is not the holder any more."""
-        reply = run_script(self._client, _EXTEND, (self._keys.key,), (token, ttl_ms))
-        return bool(int(reply))
+    def _extend_token(self, token: str, ttl_ms: int, add: bool = False) -> int:
+        args = (token, ttl_ms, "1" if add else "")
+        return int(run_script(self._client, _EXTEND, (self._keys.key,), args))
 
     def locked(self) -> bool:
         """Whether anyone holds the lock now."""

@@ -47,6 +47,8 @@ class Redlock(Holder):
     are its own.
     """
 
+    _PUBLIC = "seawall.Redlock"
+
     def __init__(
         self,
         clients: Iterable[Any],
@@ -109,7 +111,7 @@ class Redlock(Holder):
         """Take the lock on a majority of masters; False when `timeout` passed (or not
         blocking). Failed attempts are retried after a random delay up to `retry_delay`."""
         wait_for = check_acquire_wait(blocking, timeout, self.timeout, self._label)
-        me = owner()
+        me = self._acquiring_owner()
         if self._table.current(me) is not None:
             raise LockError(
                 f"Redlock {self.name!r} is already held by this caller; it is not "
@@ -230,34 +232,52 @@ class Redlock(Holder):
         if not in_time or refused > len(self._clients) - self._quorum:
             raise self._not_owned(hold, "release")
 
-    def extend(self, ttl: float | None = None) -> None:
-        """Reset the hold to `ttl` seconds (default: its ttl) on a majority of masters,
-        within the current validity; otherwise the hold is lost (LockNotOwnedError)."""
-        if ttl is not None:
-            ttl = check_seconds(ttl, f"ttl of Redlock {self.name!r}", minimum=0.01)
+    def extend(
+        self,
+        legacy_ttl: float | None = None,
+        /,
+        *,
+        ttl: float | None = None,
+        additional: float | None = None,
+    ) -> None:
+        """Lengthen the hold on a majority of masters, within the current validity:
+        `ttl=t` sets it to t seconds (no argument: to its ttl), `additional=t` adds t
+        seconds to what each master has left of it (the validity then counts from the
+        shortest). Otherwise the hold is lost (LockNotOwnedError). A positional
+        `extend(t)` sets, as `ttl=t` does, with a DeprecationWarning (redis-py's adds)."""
+        seconds, add = _lease.extend_request(legacy_ttl, ttl, additional, self._label())
+        if seconds is not None and not add:
+            seconds = check_seconds(seconds, f"ttl of Redlock {self.name!r}", minimum=0.01)
         hold = self._current()
         if hold is None:
             raise self._not_held("extend")
-        new_ttl = hold.ttl if ttl is None else ttl
         sent = _concurrency.monotonic()
-        if not self._extend_round(hold, new_ttl):
+        if not self._extend_round(hold, hold.ttl if seconds is None else seconds, add):
             self._mark_lost(hold, notify=False)
             raise self._not_owned(hold, "extend")
         if self._renew_leases:
-            self._get_renewer().reschedule(hold, _lease.renew_at(sent, new_ttl))
+            self._get_renewer().reschedule(hold, _lease.renew_at(sent, hold.ttl))
 
-    def _extend_round(self, hold: Hold, ttl: float) -> bool | None:
-        """Extend on every master: True done, False refused by a majority, None unsure."""
+    def _extend_round(self, hold: Hold, ttl: float, add: bool = False) -> bool | None:
+        """Extend on every master (to `ttl`, or by `ttl` with `add`): True done, False
+        refused by a majority, None unsure."""
         started = _concurrency.monotonic()
         left = hold.deadline - started
         if left <= 0:
             return False
         replies = self._on_all(
-            _EXTEND, (self.key,), (hold.token, ms(ttl)), min(self.node_timeout, left)
+            _EXTEND,
+            (self.key,),
+            (hold.token, ms(ttl), "1" if add else ""),
+            min(self.node_timeout, left),
         )
         now = _concurrency.monotonic()
-        extended = sum(1 for reply in replies if _is_one(reply))
+        # Each master answers the lease it set (ms); the shortest bounds the validity.
+        leases = [reply for reply in replies if _is_lease(reply)]
+        extended = len(leases)
         refused = sum(1 for reply in replies if isinstance(reply, int) and reply == 0)
+        if add and leases:
+            ttl = min(leases) / 1000
         tally = _redlock.Tally(extended, len(self._clients), _redlock.validity(ttl, started, now))
         if tally.success and now < hold.deadline and not hold.released:
             hold.ttl = ttl
@@ -341,6 +361,11 @@ def _granted(reply: Any) -> int | None:
 
 def _is_one(reply: Any) -> bool:
     return isinstance(reply, int) and not isinstance(reply, bool) and reply == 1
+
+
+def _is_lease(reply: Any) -> bool:
+    """An extend script's answer that it extended: the new lease in ms (>= 1)."""
+    return isinstance(reply, int) and not isinstance(reply, bool) and reply >= 1
 
 
 def _raise_server_error(replies: Sequence[Any]) -> None:

@@ -38,6 +38,8 @@ class RLock(Lock):
     the lock and wakes a waiter.
     """
 
+    _PUBLIC = "seawall.RLock"
+
     _KIND = "rlock"
     _WHAT = "RLock"
 
@@ -53,7 +55,9 @@ class RLock(Lock):
         blocking). Re-entry never waits; it raises LockNotOwnedError if the lease was lost.
         """
         # Re-entry is for the caller's own hold: a finished task's is taken over only by a
-        # release (acquiring would enter it once more and leave it held).
+        # release (acquiring would enter it once more and leave it held). Checked first: a
+        # sync RLock on an event loop's thread would let every task of the loop "re-enter".
+        self._acquiring_owner()
         hold = self._current(adopt=False)
         if hold is None:
             return super().acquire(blocking, timeout)
@@ -108,6 +112,7 @@ class RLock(Lock):
         # Alongside the caller, never in its time: the server may be frozen.
         run_soon(resync, f"recording the hold count of rlock {self.name!r}")
 
-    def _extend_token(self, token: str, ttl_ms: int) -> bool:
+    def _extend_token(self, token: str, ttl_ms: int, add: bool = False) -> int:
         keys = (self._keys.key, self.holds_key)
-        return bool(int(run_script(self._client, _EXTEND, keys, (token, ttl_ms))))
+        args = (token, ttl_ms, "1" if add else "")
+        return int(run_script(self._client, _EXTEND, keys, args))

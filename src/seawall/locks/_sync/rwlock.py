@@ -22,7 +22,6 @@ from seawall.locks._lease import ms
 from seawall.locks._replication import DEFAULT_REPLICA_TIMEOUT, replica_policy
 from seawall.shared import _concurrency, _scripts, _tokens
 from seawall.shared._sync.scripts import run_script
-from seawall.shared._concurrency import owner
 from seawall.shared._keys import WAKE_PREFIX, RWLockKeys, rwlock_keys
 from seawall.shared._validate import (
     check_acquire_wait,
@@ -89,6 +88,8 @@ class RWLock:
 class RWSide(LeaseHolder):
     """What the read and write sides share: waiting, renewal, release, errors."""
 
+    _PUBLIC = "seawall.RWLock"
+
     _kind = ""
     _acquire_script = _READ_ACQUIRE
 
@@ -127,7 +128,7 @@ class RWSide(LeaseHolder):
         that may let this side in wakes the waiter; every sleep is bounded besides.
         """
         wait_for = check_acquire_wait(blocking, timeout, self.timeout, self._label)
-        me = owner()
+        me = self._acquiring_owner()
         if self._table.current(me) is not None:
             raise LockError(
                 f"the {self._kind} side of rwlock {self.name!r} is already held through this "
@@ -269,13 +270,15 @@ class ReadLock(RWSide):
         )
         return int(reply)
 
-    def _extend_token(self, token: str, ttl_ms: int) -> bool:
+    def _extend_token(self, token: str, ttl_ms: int, add: bool = False) -> int:
         keys = (self._keys.readers,)
-        return bool(int(run_script(self._client, _READ_EXTEND, keys, (token, ttl_ms, ""))))
+        args = (token, ttl_ms, "", "1" if add else "")
+        return int(run_script(self._client, _READ_EXTEND, keys, args))
 
     def _holds(self, hold: Hold) -> bool:
         keys = (self._keys.readers,)
-        return bool(int(run_script(self._client, _READ_EXTEND, keys, (hold.token, 1, "1"))))
+        args = (hold.token, 1, "1", "")
+        return bool(int(run_script(self._client, _READ_EXTEND, keys, args)))
 
 
 class WriteLock(RWSide):
@@ -317,9 +320,10 @@ class WriteLock(RWSide):
         )
         return int(reply)
 
-    def _extend_token(self, token: str, ttl_ms: int) -> bool:
+    def _extend_token(self, token: str, ttl_ms: int, add: bool = False) -> int:
         keys = (self._keys.writer,)
-        return bool(int(run_script(self._client, _WRITE_EXTEND, keys, (token, ttl_ms))))
+        args = (token, ttl_ms, "1" if add else "")
+        return int(run_script(self._client, _WRITE_EXTEND, keys, args))
 
     def _holds(self, hold: Hold) -> bool:
         value = self._client.get(self._keys.writer)

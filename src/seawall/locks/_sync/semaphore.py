@@ -15,7 +15,6 @@ from seawall.locks._lease import ms
 from seawall.locks._replication import DEFAULT_REPLICA_TIMEOUT, replica_policy
 from seawall.shared import _concurrency, _scripts, _tokens
 from seawall.shared._sync.scripts import run_script
-from seawall.shared._concurrency import owner
 from seawall.shared._keys import WAKE_PREFIX, semaphore_keys
 from seawall.shared._validate import (
     check_acquire_wait,
@@ -50,6 +49,8 @@ class Semaphore(LeaseHolder):
     served in arrival order: a newcomer never takes a permit a queued process waits for.
     With `replicas=N` a permit counts only once N replicas acknowledged it.
     """
+
+    _PUBLIC = "seawall.Semaphore"
 
     def __init__(
         self,
@@ -98,7 +99,7 @@ class Semaphore(LeaseHolder):
         takes). Waiting costs no polling: a release wakes the oldest waiters.
         """
         wait_for = check_acquire_wait(blocking, timeout, self.timeout, self._label)
-        me = owner()
+        me = self._acquiring_owner()
         token = _tokens.token_hex()
         if not blocking:
             return self._attempt(token, me) is None
@@ -183,8 +184,9 @@ class Semaphore(LeaseHolder):
         )
         return int(reply)
 
-    def _extend_token(self, token: str, ttl_ms: int) -> bool:
-        return bool(int(run_script(self._client, _EXTEND, (self._keys.key,), (token, ttl_ms))))
+    def _extend_token(self, token: str, ttl_ms: int, add: bool = False) -> int:
+        args = (token, ttl_ms, "1" if add else "")
+        return int(run_script(self._client, _EXTEND, (self._keys.key,), args))
 
     def _holds(self, hold: Hold) -> bool:
         _, left = self._state(hold.token)

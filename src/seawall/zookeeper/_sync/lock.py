@@ -23,7 +23,7 @@ from kazoo.exceptions import (
     SessionExpiredError,
 )
 
-from seawall.errors import LockError, LockNotOwnedError, LockTimeout
+from seawall.errors import LockError, LockNotOwnedError, LockQueueLostError, LockTimeout
 from seawall.locks import _lease
 from seawall.locks._sync.holder import Holder, Hold, HoldTable, left_until
 from seawall.locks._sync.renewer import get_renewer
@@ -76,6 +76,8 @@ class ZooKeeperLock(Holder):
     its place once the session expires (the server grants between 2 and 20 of its ticks).
     """
 
+    _PUBLIC = "seawall.zookeeper.Lock"
+
     def __init__(
         self,
         hosts: str,
@@ -121,7 +123,7 @@ class ZooKeeperLock(Holder):
         woken by the deletion of the node ahead of it, never by polling.
         """
         wait_for = check_acquire_wait(blocking, timeout, self.timeout, self._label)
-        me = owner()
+        me = self._acquiring_owner()
         if self._table.current(me) is not None:
             raise LockError(
                 f"lock {self.name!r} is already held by this caller; seawall.zookeeper.Lock "
@@ -148,11 +150,16 @@ class ZooKeeperLock(Holder):
             )
             try:
                 path, stat = result(pending, last_look(deadline))
-                acquired = self._wait_turn(client, path, blocking, deadline)
+                acquired = self._wait_turn(
+                    client, path, int(stat.ephemeralOwner), blocking, deadline
+                )
             except SessionExpiredError:
                 # The session expired before the lock was ours (a restart or freeze it
                 # did not survive, seen on a loaded machine): its node, if made, went
-                # with it, and kazoo is opening a new session. Queue again in that one.
+                # with it (or goes when the server gets round to the session: deleted
+                # now, so it does not hold up the next place), and kazoo is opening a
+                # new session. Queue again in that one.
+                _delete_when_created(pending, client)
                 acquired = None
             except TimeoutError:
                 _delete_when_created(pending, client)
@@ -193,16 +200,18 @@ class ZooKeeperLock(Holder):
             raise
 
     def _wait_turn(
-        self, client: Any, path: str, blocking: bool, deadline: float | None
+        self, client: Any, path: str, session: int, blocking: bool, deadline: float | None
     ) -> bool | None:
-        """Wait until `path` is the first node; False when not blocking or past the
-        deadline, None if the node vanished (the session expired meanwhile: queue
-        again)."""
+        """Wait until `path` (made in `session`) is the first node; False when not
+        blocking or past the deadline, None if its session expired (queue again).
+        LockQueueLostError if someone deleted it while its session lived."""
         mine = path.rsplit("/", 1)[1]
         pause = RETRY
         while True:
             try:
                 children = result(client.get_children_async(self._parent), last_look(deadline))
+            except NoNodeError:
+                children = []  # the whole lock was deleted, our node with it
             except ConnectionLoss:
                 # The server is restarting or the connection broke: kazoo reconnects
                 # within the session, and the queued node (ephemeral) stays ours.
@@ -213,8 +222,16 @@ class ZooKeeperLock(Holder):
                 pause = min(pause * 2, 1.0)
                 continue
             pause = RETRY
+            current = client.client_id
+            if current is None or int(current[0]) != session:
+                # The session that made our node expired (kazoo opened a new one): the
+                # node is gone, or goes when the server gets round to that session (a
+                # lagging server may still list it). Never hold the lock through it: the
+                # next contender would hold it too once it goes. Queue again.
+                delete_eventually(client, path)
+                return None
             if mine not in children:
-                return None  # its session expired meanwhile (the node went with it)
+                raise self._place_taken()
             ahead = _core.predecessor(children, mine)
             if ahead is None:
                 return True
@@ -232,6 +249,16 @@ class ZooKeeperLock(Holder):
             if stat is None:
                 continue  # gone before the watch was set: look again at once
             signal.wait(min(_core.WAIT_SLICE, remaining or _core.WAIT_SLICE))
+
+    def _place_taken(self) -> LockQueueLostError:
+        """Our queued node is gone while the session that made it lives: someone else
+        deleted it."""
+        return LockQueueLostError(
+            f"zookeeper lock {self.name!r} was not acquired: while this caller waited, its "
+            f"queued node under {self._parent!r} was deleted by someone else (as `delete` "
+            "or `deleteall` in zkCli do); acquire again to queue anew",
+            lock_name=self.name,
+        )
 
     def release(self) -> None:
         """Give back the caller's hold (deleting its node wakes the next waiter);
