@@ -26,6 +26,8 @@ import ast
 import asyncio
 import gc
 import re
+import subprocess
+import sys
 import textwrap
 import warnings
 from collections.abc import Callable, Iterator
@@ -151,6 +153,39 @@ def _outside(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     seawall.metrics.unregister()
 
 
+def _undefined_names(path: str) -> list[str]:
+    """Names the document's examples use and never define (ruff's F821): a function body
+    runs only when called, so running the blocks does not find those."""
+    source = ""
+    for block in blocks(ROOT / path):
+        if block.not_run is None:
+            source += "\n" * (block.line - 1 - source.count("\n")) + block.source
+    found = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ruff",
+            "check",
+            "--isolated",
+            "--select",
+            "F821",
+            "--target-version",
+            "py311",
+            "--output-format",
+            "concise",
+            "--no-cache",
+            "--stdin-filename",
+            f"{path}.py",  # ruff reads a .md file as Markdown
+            "-",
+        ],
+        input=source,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    return [line for line in found.stdout.splitlines() if "F821" in line]
+
+
 def _run(path: str, namespace: dict[str, Any], loop: asyncio.AbstractEventLoop) -> int:
     ran = 0
     for block in blocks(ROOT / path):
@@ -185,6 +220,7 @@ def test_document_examples_run(
 ) -> None:
     if path in PENDING:
         pytest.skip(f"{path} is being changed; its examples run once that lands")
+    assert not _undefined_names(path)
     server = seawall_server_factory()
     addresses: dict[tuple[str, int], Any] = dict.fromkeys(LOCAL, server.address)
     needs = NEEDS.get(path, set())
