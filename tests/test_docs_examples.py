@@ -244,7 +244,13 @@ def test_document_examples_run(
         # invalidation listener) ends before the servers do.
         namespace.clear()
         gc.collect()
-        loop.run_until_complete(asyncio.sleep(0))
+        # Then the loop ends as asyncio.run() ends one: its tasks cancelled and awaited.
+        tasks = asyncio.all_tasks(loop)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            loop.run_until_complete(asyncio.wait(tasks))
+        loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()
     assert ran, f"{path}: no example ran"
 
