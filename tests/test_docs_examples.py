@@ -24,11 +24,15 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import contextlib
 import gc
 import re
+import signal
 import subprocess
 import sys
 import textwrap
+import threading
+import types
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -58,17 +62,21 @@ PENDING = {
 }
 
 LOCAL = [("localhost", 6379), ("127.0.0.1", 6379)]
-# The five independent masters of a Redlock example: redis.Redis(host="redis-1") ...
-MASTERS = [(f"redis-{i}", 6379) for i in range(1, 6)]
+# The independent masters of a Redlock example: redis.Redis(host="r1") ... "r5"
+MASTERS = [(f"r{i}", 6379) for i in range(1, 6)]
 SENTINEL = ("10.0.0.5", 26379)
 SENTINEL_SERVICE = "mymaster"
 
 # What a document needs besides a server at LOCAL.
 NEEDS = {
     "README.md": {"masters"},
+    "docs/redlock.md": {"masters"},
     "docs/replication.md": {"sentinel"},
     "docs/metrics.md": {"metrics"},
 }
+
+# Examples take well under a second; a server start is not part of a block's time.
+BLOCK_SECONDS = 20.0
 
 NOT_RUN = re.compile(r"<!-- not run: (?P<reason>.+?) -->")
 # A fence may be indented (inside a list item); its lines lose that indentation.
@@ -153,6 +161,26 @@ def _outside(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     seawall.metrics.unregister()
 
 
+@contextlib.contextmanager
+def _time_limit(seconds: float, where: str) -> Iterator[None]:
+    """An example that blocks (a lock it never gets, a server it cannot reach) fails
+    here, saying where, instead of holding the suite until its faulthandler timeout."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expire(signum: int, frame: Any) -> None:
+        raise TimeoutError(f"{where}: the example still runs after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def _undefined_names(path: str) -> list[str]:
     """Names the document's examples use and never define (ruff's F821): a function body
     runs only when called, so running the blocks does not find those."""
@@ -194,7 +222,10 @@ def _run(path: str, namespace: dict[str, Any], loop: asyncio.AbstractEventLoop) 
         # Line numbers of tracebacks are the document's.
         source = "\n" * (block.line - 1) + block.source
         code = compile(source, str(ROOT / path), "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
-        with warnings.catch_warnings(record=True) as caught:
+        with (
+            _time_limit(BLOCK_SECONDS, f"{path}:{block.line}"),
+            warnings.catch_warnings(record=True) as caught,
+        ):
             warnings.simplefilter("default")
             result = eval(code, namespace)  # a coroutine when the block awaits at top level
             if asyncio.iscoroutine(result):
@@ -235,7 +266,11 @@ def test_document_examples_run(
         request.getfixturevalue("_outside")
     _redirect(monkeypatch, addresses)
     monkeypatch.chdir(tmp_path)
-    namespace: dict[str, Any] = {"__name__": "__main__"}
+    # A module of its own, in sys.modules: libraries that resolve a class's annotations
+    # through its module (SQLAlchemy's Mapped[int], dataclasses, pydantic) find them there.
+    module = types.ModuleType("docs_example_" + re.sub(r"\W", "_", path))
+    monkeypatch.setitem(sys.modules, module.__name__, module)
+    namespace: dict[str, Any] = module.__dict__
     loop = asyncio.new_event_loop()
     try:
         ran = _run(path, namespace, loop)
