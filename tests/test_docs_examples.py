@@ -11,13 +11,18 @@ readers do not see it). REASON names the test that runs the same code, or says w
 block would need. Use it only where neither running the block as written nor fixing it
 is right: an example that does not run is a bug of the document.
 
-Servers: examples connect where a reader's server is, `redis.Redis()` or
-`redis://localhost:6379/0`. For the time of a document, redis-py's connections (sync and
-asyncio) to the addresses in `ADDRESSES` go to private servers started for the document
-instead: only the host and port given to redis-py's `Connection` change, nothing in the
-examples' source. `seawall.server()` starts its own private server, as always. The few
-other things an example reaches outside the process are redirected the same way and named
-in `_outside`: the port a metrics endpoint listens on becomes a free one.
+Servers: examples connect where a reader's server is: `redis.Redis()` or
+`redis://localhost:6379/0` (LOCAL), Redlock masters at hosts r1..r5 (MASTERS), a Sentinel
+at 10.0.0.5:26379 (SENTINEL). For the time of a document, redis-py's connections (sync and
+asyncio) to those addresses go to private servers started for the document instead: only
+the host and port given to redis-py's `Connection` change, nothing in the examples'
+source. `seawall.server()` starts its own private server, as always. The few other things
+an example reaches outside the process are redirected the same way and named in
+`_outside`: the port a metrics endpoint listens on becomes a free one.
+
+Beyond running: a call an example forgot to await fails it (it did nothing), and so does a
+name the document uses but never defines (ruff's F821 over its blocks), since a function an
+example defines runs only if called. A block still running after BLOCK_SECONDS fails.
 """
 
 from __future__ import annotations
