@@ -69,7 +69,7 @@ def test_a_directory_is_walked(tmp_path: Path) -> None:
     rules = {line.split(" ")[1] for line in run.stdout.splitlines()}
     assert rules == {"SW003", "SW004"}
     files = {Path(line.split(":")[0]).name for line in run.stdout.splitlines()}
-    assert files == {"sw003_bad.py", "sw004_bad.py"}
+    assert files == {"sw003_bad.py", "sw004_bad.py", "keys_bad.py"}
     ignored = _lint(str(FIXTURES / "sw001_bad.py"), "--ignore", "sw001")
     assert (ignored.returncode, ignored.stdout) == (0, "")
 

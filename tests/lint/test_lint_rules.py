@@ -180,3 +180,10 @@ def test_loop_message_names_the_batched_form() -> None:
     assert "send one SADD of all the members" in messages[45]
     assert messages[20].startswith("ZSCORE sent once per loop iteration")
     assert "queue the commands on a pipeline(transaction=False)" in messages[20]
+
+
+def test_setnx_and_expire_on_one_pipeline_name_the_real_problem() -> None:
+    # No crash splits a queued pair; the hazard is EXPIRE running when SETNX failed.
+    messages = {f.line: f.message for f in lint_source((FIXTURES / "keys_bad.py").read_bytes())}
+    assert "the expiry is set even when SETNX failed" in messages[24]
+    assert "crash" not in messages[24]

@@ -19,6 +19,9 @@ _Function = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
 _Loop = ast.For | ast.AsyncFor | ast.While
 _Comprehension = ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp
 
+# Function names that say two functions handle one lock, so their parameters are one key.
+_LOCK_WORDS = ("lock", "release", "acquire")
+
 # execute_command("DEL", ...) names DEL; redis-py's method for it is `delete`.
 _RAW_COMMANDS = {"del": "delete"}
 
@@ -126,24 +129,68 @@ class FileContext:
         return next((a for a in self.ancestors(node) if isinstance(a, _Function)), self.tree)
 
     def same_key(self, a: RedisCall, b: RedisCall) -> bool:
-        """Whether two calls name the same key. Keys written the same way match across the
-        file (`self.key`, `f"lock:{name}"`, a constant, a parameter named `key` in both
-        `acquire(key)` and `release(key)`), except a plain local variable, which only
-        matches within its own function: `for key in ...` elsewhere is another key."""
-        if not same_expression(a.key, b.key):
-            return False
+        """Whether two calls name the same key. A local variable stands for the value it
+        is assigned once in its function (`key = f"lock:{name}"` in both `acquire` and
+        `release`); keys then match when written the same way. Across two functions, a
+        key built from a parameter (`key`, `name`) only matches when the functions are
+        methods of one class or one of them says it deals with a lock (acquire, release,
+        lock, unlock): two unrelated functions' `key` parameters are different keys. A
+        local variable assigned more than once, or a loop variable, only matches within its
+        own function."""
         first, second = self.scope_of(a.node), self.scope_of(b.node)
-        if first is second or not isinstance(a.key, ast.Name):
+        key_a, key_b = self.resolved(a.key, first), self.resolved(b.key, second)
+        if not same_expression(key_a, key_b) or key_a is None:
+            return False
+        if first is second:
             return True
-        name = a.key.id
-        return not (self._local_variable(name, first) or self._local_variable(name, second))
+        names = {n.id for n in ast.walk(key_a) if isinstance(n, ast.Name)}
+        if any(self._local_variable(n, first) or self._local_variable(n, second) for n in names):
+            return False
+        if any(self._parameter(n, first) or self._parameter(n, second) for n in names):
+            return self._related(first, second)
+        return True
+
+    def resolved(self, key: ast.expr | None, scope: ast.AST) -> ast.expr | None:
+        """`key` itself, or for a local variable assigned exactly once in `scope`, the
+        expression it was assigned (followed through a few such variables)."""
+        for _ in range(3):
+            if not isinstance(key, ast.Name) or not self._local_variable(key.id, scope):
+                return key
+            bindings = self.inference.scopes.get(scope, {}).get(key.id, [])
+            if len(bindings) != 1 or bindings[0].value is None:
+                return key
+            key = bindings[0].value
+        return key
+
+    def _parameter(self, name: str, scope: ast.AST) -> bool:
+        if not isinstance(scope, _Function):
+            return False
+        args = scope.args
+        parameters = [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
+        return any(p is not None and p.arg == name for p in parameters)
+
+    def _related(self, first: ast.AST, second: ast.AST) -> bool:
+        owner = self.inference.method_class.get(first)
+        if owner is not None and owner is self.inference.method_class.get(second):
+            return True
+        return any(
+            isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
+            and any(word in f.name.lower() for word in _LOCK_WORDS)
+            for f in (first, second)
+        )
+
+    def same_owner(self, a: ast.AST, b: ast.AST) -> bool:
+        """Whether two nodes sit in one function, or in methods of one class."""
+        first, second = self.scope_of(a), self.scope_of(b)
+        if first is second:
+            return True
+        owner = self.inference.method_class.get(first)
+        return owner is not None and owner is self.inference.method_class.get(second)
 
     def _local_variable(self, name: str, scope: ast.AST) -> bool:
         if not isinstance(scope, _Function) or name not in self.inference.scopes.get(scope, {}):
             return False
-        args = scope.args
-        parameters = [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
-        return all(p is None or p.arg != name for p in parameters)
+        return not self._parameter(name, scope)
 
     def enclosing_loops(self, node: ast.AST) -> Iterator[ast.AST]:
         """Loops and comprehensions around `node` inside its own function, innermost first.

@@ -28,7 +28,16 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from seawall.lint._bindings import PACKAGES, Binding, Bindings, Collector, Kind, dotted
+from seawall.lint._bindings import (
+    PACKAGES,
+    AttributeKey,
+    Binding,
+    Bindings,
+    Collector,
+    Kind,
+    dotted,
+    from_settings,
+)
 
 CLIENT_CLASSES = frozenset(
     {"Redis", "StrictRedis", "RedisCluster", "Valkey", "StrictValkey", "ValkeyCluster"}
@@ -42,7 +51,32 @@ _PACKAGE_WORDS = frozenset({"redis", "valkey", "aioredis"})
 _CLIENT_WORDS = frozenset(
     {"client", "conn", "connection", "db", "cluster", "master", "primary", "replica"}
 )
-_VAGUE_TYPES = frozenset({"Any", "Optional", "object", "None"})
+_VAGUE_TYPES = frozenset({"Any", "Optional", "object", "None", "Union"})
+# Generic collections: `list[Redis]` is not a client, its elements are.
+_COLLECTION_TYPES = frozenset(
+    {
+        "list",
+        "List",
+        "tuple",
+        "Tuple",
+        "set",
+        "Set",
+        "frozenset",
+        "FrozenSet",
+        "Sequence",
+        "Iterable",
+        "Iterator",
+        "Collection",
+        "dict",
+        "Dict",
+        "Mapping",
+        "MutableMapping",
+        "deque",
+        "Deque",
+    }
+)
+# Functions of other libraries documented to return a redis client.
+CLIENT_FACTORIES = frozenset({"django_redis.get_redis_connection"})
 _WORD = re.compile(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])")
 
 
@@ -69,6 +103,8 @@ class Inference(Bindings):
 
     _memo: dict[ast.expr, Kind] = field(default_factory=dict)
     _busy: set[ast.expr] = field(default_factory=set)
+    _elements_busy: set[ast.expr] = field(default_factory=set)
+    _client_classes: dict[str, bool] = field(default_factory=dict)
 
     @classmethod
     def of(cls, tree: ast.Module) -> Inference:
@@ -109,12 +145,40 @@ class Inference(Bindings):
             return Constructor.CLIENT
         return None
 
-    def annotation_kind(self, annotation: ast.expr) -> Kind:
+    def _parsed(self, annotation: ast.expr) -> ast.expr | None:
         if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
             try:
-                annotation = ast.parse(annotation.value, mode="eval").body
+                return ast.parse(annotation.value, mode="eval").body
             except SyntaxError:
-                return Kind.UNKNOWN
+                return None
+        return annotation
+
+    def _collection(self, annotation: ast.expr) -> ast.expr | None:
+        """The element type of `list[Redis]`, `dict[str, Redis]` (its values), or None
+        if the annotation is not a generic collection."""
+        if not isinstance(annotation, ast.Subscript):
+            return None
+        base = annotation.value
+        last = base.id if isinstance(base, ast.Name) else getattr(base, "attr", "")
+        if last not in _COLLECTION_TYPES:
+            return None
+        inner = annotation.slice
+        if isinstance(inner, ast.Tuple) and inner.elts:
+            return inner.elts[-1]
+        return inner
+
+    def element_annotation_kind(self, annotation: ast.expr) -> Kind:
+        parsed = self._parsed(annotation)
+        element = None if parsed is None else self._collection(parsed)
+        return Kind.UNKNOWN if element is None else self.annotation_kind(element)
+
+    def annotation_kind(self, annotation: ast.expr) -> Kind:
+        parsed = self._parsed(annotation)
+        if parsed is None:
+            return Kind.UNKNOWN
+        annotation = parsed
+        if self._collection(annotation) is not None:
+            return Kind.OTHER
         named = [
             self.qualname(n) or (n.id if isinstance(n, ast.Name) else n.attr)
             for n in ast.walk(annotation)
@@ -169,7 +233,9 @@ class Inference(Bindings):
         if isinstance(expr, ast.Attribute):
             return self._attribute_kind(expr)
         if isinstance(expr, ast.Subscript):
-            return Kind.OTHER  # rows[0]: an element of a collection, not judged by name
+            # rows[0]: an element of a collection, a client only if the collection
+            # holds clients (`self.shards[name]`), never judged by name.
+            return Kind.CLIENT if self.element_kind(expr.value) is Kind.CLIENT else Kind.OTHER
         return Kind.OTHER  # literals, arithmetic, comprehensions, f-strings...
 
     def _call_kind(self, call: ast.Call) -> Kind:
@@ -179,6 +245,10 @@ class Inference(Bindings):
         if built is Constructor.POOL:
             return Kind.OTHER
         func = call.func
+        if self.qualname(func) in CLIENT_FACTORIES:
+            return Kind.CLIENT
+        if isinstance(func, ast.Name) and self._subclasses_client(func.id):
+            return Kind.CLIENT  # MyRedis(...) of `class MyRedis(redis.Redis)`
         if isinstance(func, ast.Attribute):
             receiver = self.kind(func.value)
             if func.attr == "pipeline" and receiver is Kind.CLIENT:
@@ -187,43 +257,165 @@ class Inference(Bindings):
                 return Kind.CLIENT  # Sentinel(...).master_for("name") is a client
             if receiver is Kind.PIPELINE and func.attr not in ("execute", "reset"):
                 return Kind.PIPELINE  # pipeline commands return the pipeline: chains
-            return Kind.UNKNOWN
-        if isinstance(func, ast.Name) and func.id in self.returns:
-            return _merge([self.annotation_kind(a) for a in self.returns[func.id]])
+            if receiver is Kind.CLIENT:
+                return Kind.UNKNOWN  # a command's reply
+            return self._returns_kind(func.attr)
+        if isinstance(func, ast.Name):
+            return self._returns_kind(func.id)
         return Kind.UNKNOWN
 
-    def _name_kind(self, name: ast.Name) -> Kind:
+    def _returns_kind(self, function: str) -> Kind:
+        """What calling a function (or method) of this name returns: its annotation
+        (`-> Redis`), or else what its `return` statements return (a factory)."""
+        if function in self.returns:
+            return _merge([self.annotation_kind(a) for a in self.returns[function]])
+        values = self.returned.get(function, [])
+        if values and self._merge_values(values) is Kind.CLIENT:
+            return Kind.CLIENT
+        return Kind.UNKNOWN
+
+    def _merge_values(self, values: Iterable[ast.expr]) -> Kind:
+        return _merge(
+            self.kind(v) for v in values if not (isinstance(v, ast.Constant) and v.value is None)
+        )
+
+    def element_kind(self, collection: ast.expr) -> Kind:
+        """CLIENT if `collection` holds redis clients (a literal or comprehension of
+        clients, a name bound to one, `x.append(client)`, `x[k] = client`, `list[Redis]`)."""
+        if collection in self._elements_busy:
+            return Kind.UNKNOWN
+        self._elements_busy.add(collection)
+        try:
+            return self._element_kind(collection)
+        finally:
+            self._elements_busy.discard(collection)
+
+    def _element_kind(self, collection: ast.expr) -> Kind:
+        if isinstance(collection, ast.List | ast.Tuple | ast.Set):
+            return _merge(self.kind(e) for e in collection.elts if not isinstance(e, ast.Starred))
+        if isinstance(collection, ast.ListComp | ast.SetComp | ast.GeneratorExp):
+            return self.kind(collection.elt)
+        if isinstance(collection, ast.Dict):
+            return _merge(self.kind(v) for v in collection.values)
+        if isinstance(collection, ast.DictComp):
+            return self.kind(collection.value)
+        if isinstance(collection, ast.Call):
+            func = collection.func
+            if isinstance(func, ast.Attribute) and func.attr == "values":
+                return self.element_kind(func.value)
+            if isinstance(func, ast.Name) and func.id in ("list", "tuple", "sorted", "set"):
+                return self.element_kind(collection.args[0]) if collection.args else Kind.UNKNOWN
+            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
+            if name in self.returns:
+                return _merge(self.element_annotation_kind(a) for a in self.returns[name])
+            return Kind.UNKNOWN
+        kinds: list[Kind] = []
+        bindings: list[Binding] = []
+        key: AttributeKey
+        if isinstance(collection, ast.Name):
+            bindings = self._name_bindings(collection)
+            key = (None, collection.id)
+        elif isinstance(collection, ast.Attribute):
+            found = self._attribute_bindings(collection)
+            bindings, key = found if found is not None else ([], (None, ""))
+        else:
+            return Kind.UNKNOWN
+        for binding in bindings:
+            if binding.annotation is not None:
+                kinds.append(self.element_annotation_kind(binding.annotation))
+            if binding.value is not None:
+                kinds.append(self.element_kind(binding.value))
+        kinds.extend(self.kind(v) for v in self.elements.get(key, ()))
+        return Kind.CLIENT if Kind.CLIENT in kinds else Kind.UNKNOWN
+
+    def _subclasses_client(self, class_name: str) -> bool:
+        """Whether a class of this file named so derives from a redis client class
+        (directly, or through other classes of the file)."""
+        if class_name in self._client_classes:
+            return self._client_classes[class_name]
+        self._client_classes[class_name] = False  # a cycle of bases proves nothing
+        found = any(
+            self._is_client_class(b) for c in self.classes.get(class_name, ()) for b in c.bases
+        )
+        self._client_classes[class_name] = found
+        return found
+
+    def _is_client_class(self, base: ast.expr) -> bool:
+        qualified = self.qualname(base)
+        if qualified is not None:
+            parts = qualified.split(".")
+            return parts[0] in PACKAGES and parts[-1] in CLIENT_CLASSES
+        return isinstance(base, ast.Name) and self._subclasses_client(base.id)
+
+    def _name_bindings(self, name: ast.Name) -> list[Binding]:
         for scope in self.chains.get(name, ()):
             bindings = self.scopes.get(scope, {}).get(name.id)
             if bindings:
-                found = self._bindings_kind(bindings)
-                break
-        else:
-            found = Kind.UNKNOWN
+                return bindings
+        return []
+
+    def _name_kind(self, name: ast.Name) -> Kind:
+        if name.id == "self":
+            owner = self.owner(self.chains.get(name, ()))
+            if owner is not None and self._subclasses_client(owner.name):
+                return Kind.CLIENT  # self inside `class MyRedis(redis.Redis)`
+        found = self._bindings_kind(self._name_bindings(name))
         if found is Kind.UNKNOWN:
             return self._by_name(name.id)
         return found
+
+    def _attribute_bindings(
+        self, attribute: ast.Attribute
+    ) -> tuple[list[Binding], AttributeKey] | None:
+        """The bindings of `self.x` in the class of the method it is read in (or one of its
+        base classes in the file), or of another attribute chain anywhere in the file."""
+        key = dotted(attribute)
+        if key is None:
+            return None
+        if not key.startswith("self."):
+            return self.attributes.get((None, key), []), (None, key)
+        root: ast.expr = attribute
+        while isinstance(root, ast.Attribute):
+            root = root.value
+        chain = self.chains.get(root, ()) if isinstance(root, ast.Name) else ()
+        owner = self.owner(chain)
+        seen: set[str] = set()
+        pending = [owner]
+        while pending:
+            cls = pending.pop()
+            if (cls, key) in self.attributes or cls is None:
+                return self.attributes.get((cls, key), []), (cls, key)
+            seen.add(cls.name)
+            for base in cls.bases:
+                if isinstance(base, ast.Name) and base.id not in seen:
+                    pending.extend(self.classes.get(base.id, ()))
+        return [], (owner, key)
 
     def _attribute_kind(self, attribute: ast.Attribute) -> Kind:
         qualified = self.qualname(attribute)
         if qualified is not None and qualified.split(".")[0] in PACKAGES:
             return Kind.OTHER  # redis.asyncio, redis.Redis: a module or class, not a client
-        key = dotted(attribute)
-        found = Kind.UNKNOWN
-        if key is not None and key in self.attributes:
-            found = self._bindings_kind(self.attributes[key])
-        if found is Kind.UNKNOWN:
+        if qualified is not None and from_settings(qualified):
+            return Kind.OTHER  # settings.REDIS: configuration, not a client
+        found = self._attribute_bindings(attribute)
+        kind = Kind.UNKNOWN if found is None else self._bindings_kind(found[0])
+        if kind is Kind.UNKNOWN:
             return self._by_name(attribute.attr)
-        return found
+        return kind
 
     def _bindings_kind(self, bindings: Iterable[Binding]) -> Kind:
         kinds = []
         for binding in bindings:
             if binding.annotation is not None:
                 kinds.append(self.annotation_kind(binding.annotation))
-            if binding.value is not None:
-                kinds.append(self.kind(binding.value))
-            if binding.annotation is None and binding.value is None:
+            if binding.element_of is not None:
+                element = self.element_kind(binding.element_of)
+                kinds.append(element if element is Kind.CLIENT else binding.kind)
+            elif binding.value is not None:
+                # `x = None` (or an initialiser of None) says nothing about what x will hold.
+                if not (isinstance(binding.value, ast.Constant) and binding.value.value is None):
+                    kinds.append(self.kind(binding.value))
+            elif binding.annotation is None:
                 kinds.append(binding.kind)
         return _merge(kinds)
 

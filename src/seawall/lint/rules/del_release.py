@@ -43,6 +43,19 @@ def _compared_get(ctx: FileContext, release: RedisCall) -> bool:
     return False
 
 
+def _watched(ctx: FileContext, release: RedisCall, watches: list[RedisCall]) -> bool:
+    """Whether the same function WATCHes the released key before the DEL: the DEL then
+    runs in a MULTI/EXEC that fails if the key changed after the WATCH."""
+    scope = ctx.scope_of(release.node)
+    key = ctx.resolved(release.key, scope)
+    return any(
+        ctx.scope_of(w.node) is scope
+        and w.node.lineno <= release.node.lineno
+        and any(same_expression(ctx.resolved(a, scope), key) for a in w.args)
+        for w in watches
+    )
+
+
 @rule("SW005", "del-release")
 def check(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
     """A lock released with a plain DEL removes whatever is in the key: if the holder ran
@@ -55,14 +68,18 @@ def check(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
     deletes only if the key still holds that token (redis-py's Lock, `seawall.Lock`).
     Reported at a DEL (or UNLINK: the same race) of a key the file sets with SETNX or
     `set(..., nx=True)`, and at a DEL under an `if` that compares a GET of the same key.
-    UNLINK of any other key is fine and never reported.
+    UNLINK of any other key is fine and never reported, and so is a DEL of a key the same
+    function WATCHes first (the check-and-delete is then one optimistic transaction).
     """
     locks = [
         c for c in ctx.calls if c.command == "setnx" or (c.command == "set" and c.has_keyword("nx"))
     ]
+    watches = list(ctx.commands("watch"))
     for call in ctx.commands(*_RELEASES):
         if len(call.args) > 1:
             continue  # deleting many keys at once is cleanup, not a release
+        if _watched(ctx, call, watches):
+            continue  # WATCH, GET, compare, MULTI, DEL, EXEC: the transaction is atomic
         if _compared_get(ctx, call):
             yield (
                 call.node,

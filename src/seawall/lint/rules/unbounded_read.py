@@ -53,13 +53,14 @@ def check(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
 
     Fix: iterate with hscan_iter/sscan_iter/zscan_iter, read in pages, fetch only the
     fields you need, or keep the collection bounded (LTRIM, ZREMRANGEBYRANK). Not reported
-    when the file checks the same key's size (HLEN, SCARD, LLEN, ZCARD) or trims it.
+    when the same function, or another method of the same class, checks the same key's
+    size (HLEN, SCARD, LLEN, ZCARD) or trims it.
     """
     bounded = [c for c in ctx.commands(*BOUNDING)]
     for call in ctx.calls:
         if not _reads_everything(call):
             continue
-        if any(ctx.same_key(b, call) for b in bounded):
+        if any(ctx.same_owner(b.node, call.node) and ctx.same_key(b, call) for b in bounded):
             continue
         whole = "to -1" if call.command in ("lrange", "zrange", "zrevrange") else ""
         yield (
