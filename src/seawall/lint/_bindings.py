@@ -42,6 +42,8 @@ class Binding:
     annotation: ast.expr | None = None
     # `for conn in clients`: the name takes each element of this collection in turn.
     element_of: ast.expr | None = None
+    # `from app.store import client`: "app.store.client", looked up in the project index.
+    origin: str | None = None
 
 
 # Modules whose names hold configuration: `from app.settings import REDIS` is a URL or a
@@ -70,9 +72,14 @@ class Bindings:
     returns: dict[str, list[ast.expr]] = field(default_factory=dict)  # function -> annotations
     # What each function's `return` statements return, by function name (factories).
     returned: dict[str, list[ast.expr]] = field(default_factory=dict)
+    returned_by: dict[Scope, list[ast.expr]] = field(default_factory=dict)  # per function
     classes: dict[str, list[ast.ClassDef]] = field(default_factory=dict)  # name -> classes
     method_class: dict[Scope, ast.ClassDef] = field(default_factory=dict)
     imports_redis: bool = False
+    # The file's dotted module name and package, when it is part of a project: relative
+    # imports resolve against the package.
+    module: str | None = None
+    package: str | None = None
 
     def owner(self, chain: tuple[Scope, ...]) -> ast.ClassDef | None:
         """The class of the method a chain of scopes sits in (through nested functions,
@@ -93,7 +100,8 @@ class Collector(ast.NodeVisitor):
     def __init__(self, bindings: Bindings) -> None:
         self.bindings = bindings
         self.chain: tuple[Scope, ...] = ()
-        self.functions: list[str] = []  # names of the functions being visited, innermost last
+        # The functions being visited, innermost last (their names key `returned`).
+        self.functions: list[ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda] = []
         self.current_class: ast.ClassDef | None = None  # the class whose body is visited
 
     # scopes
@@ -117,7 +125,7 @@ class Collector(ast.NodeVisitor):
         # Methods do not see their class body's names (Python's scoping rule).
         self.chain = (node, *(s for s in outer if not isinstance(s, ast.ClassDef)))
         self.current_class = None
-        self.functions.append("<lambda>" if isinstance(node, ast.Lambda) else node.name)
+        self.functions.append(node)
         args = node.args
         for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]:
             if arg is not None:
@@ -191,18 +199,40 @@ class Collector(ast.NodeVisitor):
         module = node.module or ""
         from_redis = node.level == 0 and module.split(".")[0] in PACKAGES
         self.bindings.imports_redis |= from_redis
+        if node.level:
+            module = self._absolute(module, node.level) or ""
         for alias in node.names:
             local = alias.asname or alias.name
-            if node.level == 0:
-                self.bindings.imports[local] = f"{module}.{alias.name}"
-            known_other = from_redis or from_settings(f"{module}.{alias.name}")
-            self._bind_name(local, Binding(Kind.OTHER if known_other else Kind.UNKNOWN))
+            origin = f"{module}.{alias.name}" if module else None
+            if origin is not None:
+                self.bindings.imports[local] = origin
+            known_other = from_redis or from_settings(f"{node.module or ''}.{alias.name}")
+            self._bind_name(
+                local,
+                Binding(Kind.OTHER, origin=None)
+                if known_other
+                else Binding(Kind.UNKNOWN, origin=origin),
+            )
+
+    def _absolute(self, module: str, level: int) -> str | None:
+        """`from ..store import x` in package a.b.c -> "a.b.store"; None outside a project."""
+        package = self.bindings.package
+        if package is None:
+            return None
+        parts = package.split(".") if package else []
+        if level - 1 > len(parts):
+            return None
+        base = parts[: len(parts) - (level - 1)]
+        return ".".join([*base, *([module] if module else [])]) or None
 
     def visit_Return(self, node: ast.Return) -> None:
         if node.value is not None:
             self.visit(node.value)
             if self.functions:
-                self.bindings.returned.setdefault(self.functions[-1], []).append(node.value)
+                function = self.functions[-1]
+                self.bindings.returned_by.setdefault(function, []).append(node.value)
+                if not isinstance(function, ast.Lambda):
+                    self.bindings.returned.setdefault(function.name, []).append(node.value)
 
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func

@@ -11,9 +11,13 @@ import ast
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from seawall.lint._bindings import Kind
 from seawall.lint._names import Inference
+
+if TYPE_CHECKING:
+    from seawall.lint._index import ProjectIndex
 
 _Function = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
 _Loop = ast.For | ast.AsyncFor | ast.While
@@ -77,11 +81,21 @@ class FileContext:
     path: str
     source: bytes
     tree: ast.Module
+    index: ProjectIndex | None = None
+    module: str | None = None
+    package: str | None = None
+    # An inference of this tree built by the project's first pass, reused.
+    prepared: Inference | None = None
     inference: Inference = field(init=False)
     parents: dict[ast.AST, ast.AST] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.inference = Inference.of(self.tree)
+        if self.prepared is not None:
+            self.inference = self.prepared
+            if self.index is not None:
+                self.inference.use_index(self.index)
+        else:
+            self.inference = Inference.of(self.tree, self.index, self.module, self.package)
         # One traversal gives both the parent links and the node list the rules scan.
         self.nodes: list[ast.AST] = [self.tree]
         for parent in self.nodes:
@@ -90,9 +104,16 @@ class FileContext:
                 self.nodes.append(child)
 
     @classmethod
-    def parse(cls, path: str, source: bytes) -> FileContext:
+    def parse(
+        cls,
+        path: str,
+        source: bytes,
+        index: ProjectIndex | None = None,
+        module: str | None = None,
+        package: str | None = None,
+    ) -> FileContext:
         """Raises SyntaxError or ValueError for anything that is not Python source."""
-        return cls(path, source, ast.parse(source, filename=path))
+        return cls(path, source, ast.parse(source, filename=path), index, module, package)
 
     @cached_property
     def calls(self) -> list[RedisCall]:

@@ -27,6 +27,7 @@ import enum
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from seawall.lint._bindings import (
     PACKAGES,
@@ -38,6 +39,9 @@ from seawall.lint._bindings import (
     dotted,
     from_settings,
 )
+
+if TYPE_CHECKING:
+    from seawall.lint._index import ProjectIndex
 
 CLIENT_CLASSES = frozenset(
     {"Redis", "StrictRedis", "RedisCluster", "Valkey", "StrictValkey", "ValkeyCluster"}
@@ -101,14 +105,29 @@ def name_looks_like_client(identifier: str, *, short_names: bool) -> bool:
 class Inference(Bindings):
     """Built once per file by `Inference.of(tree)`; `kind(expr)` answers per expression."""
 
+    # The project's first pass (`seawall.lint._index`): what other modules export.
+    index: ProjectIndex | None = None
     _memo: dict[ast.expr, Kind] = field(default_factory=dict)
     _busy: set[ast.expr] = field(default_factory=set)
     _elements_busy: set[ast.expr] = field(default_factory=set)
     _client_classes: dict[str, bool] = field(default_factory=dict)
 
+    def use_index(self, index: ProjectIndex) -> None:
+        """Attach the project's index to an inference built in the first pass; what was
+        judged without it is judged again."""
+        self.index = index
+        self._memo.clear()
+        self._client_classes.clear()
+
     @classmethod
-    def of(cls, tree: ast.Module) -> Inference:
-        inference = cls()
+    def of(
+        cls,
+        tree: ast.Module,
+        index: ProjectIndex | None = None,
+        module: str | None = None,
+        package: str | None = None,
+    ) -> Inference:
+        inference = cls(index=index, module=module, package=package)
         Collector(inference).visit(tree)
         return inference
 
@@ -245,9 +264,12 @@ class Inference(Bindings):
         if built is Constructor.POOL:
             return Kind.OTHER
         func = call.func
-        if self.qualname(func) in CLIENT_FACTORIES:
+        callee = self.qualname(func)
+        if callee in CLIENT_FACTORIES:
             return Kind.CLIENT
-        if isinstance(func, ast.Name) and self._subclasses_client(func.id):
+        if callee is not None and self.index is not None and self.index.returns_client(callee):
+            return Kind.CLIENT  # a factory, or a client subclass, of another module
+        if isinstance(func, ast.Name) and self.subclasses_client(func.id):
             return Kind.CLIENT  # MyRedis(...) of `class MyRedis(redis.Redis)`
         if isinstance(func, ast.Attribute):
             receiver = self.kind(func.value)
@@ -259,7 +281,14 @@ class Inference(Bindings):
                 return Kind.PIPELINE  # pipeline commands return the pipeline: chains
             if receiver is Kind.CLIENT:
                 return Kind.UNKNOWN  # a command's reply
-            return self._returns_kind(func.attr)
+            found = self._returns_kind(func.attr)
+            if (
+                found is Kind.UNKNOWN
+                and self.index is not None
+                and self.index.method_returns_client(func.attr)
+            ):
+                return Kind.CLIENT  # a method annotated `-> Redis` in another module
+            return found
         if isinstance(func, ast.Name):
             return self._returns_kind(func.id)
         return Kind.UNKNOWN
@@ -273,6 +302,15 @@ class Inference(Bindings):
         if values and self._merge_values(values) is Kind.CLIENT:
             return Kind.CLIENT
         return Kind.UNKNOWN
+
+    def function_returns_kind(self, function: ast.FunctionDef | ast.AsyncFunctionDef) -> Kind:
+        """What one function returns: its annotation, or else its `return` statements."""
+        if function.returns is not None:
+            return self.annotation_kind(function.returns)
+        values = [
+            n.value for n in ast.walk(function) if isinstance(n, ast.Return) and n.value is not None
+        ]
+        return Kind.CLIENT if values and self._merge_values(values) is Kind.CLIENT else Kind.UNKNOWN
 
     def _merge_values(self, values: Iterable[ast.expr]) -> Kind:
         return _merge(
@@ -328,7 +366,7 @@ class Inference(Bindings):
         kinds.extend(self.kind(v) for v in self.elements.get(key, ()))
         return Kind.CLIENT if Kind.CLIENT in kinds else Kind.UNKNOWN
 
-    def _subclasses_client(self, class_name: str) -> bool:
+    def subclasses_client(self, class_name: str) -> bool:
         """Whether a class of this file named so derives from a redis client class
         (directly, or through other classes of the file)."""
         if class_name in self._client_classes:
@@ -344,8 +382,10 @@ class Inference(Bindings):
         qualified = self.qualname(base)
         if qualified is not None:
             parts = qualified.split(".")
-            return parts[0] in PACKAGES and parts[-1] in CLIENT_CLASSES
-        return isinstance(base, ast.Name) and self._subclasses_client(base.id)
+            if parts[0] in PACKAGES:
+                return parts[-1] in CLIENT_CLASSES
+            return self.index is not None and self.index.is_client_class(qualified)
+        return isinstance(base, ast.Name) and self.subclasses_client(base.id)
 
     def _name_bindings(self, name: ast.Name) -> list[Binding]:
         for scope in self.chains.get(name, ()):
@@ -357,9 +397,9 @@ class Inference(Bindings):
     def _name_kind(self, name: ast.Name) -> Kind:
         if name.id == "self":
             owner = self.owner(self.chains.get(name, ()))
-            if owner is not None and self._subclasses_client(owner.name):
+            if owner is not None and self.subclasses_client(owner.name):
                 return Kind.CLIENT  # self inside `class MyRedis(redis.Redis)`
-        found = self._bindings_kind(self._name_bindings(name))
+        found = self.bindings_kind(self._name_bindings(name))
         if found is Kind.UNKNOWN:
             return self._by_name(name.id)
         return found
@@ -397,17 +437,39 @@ class Inference(Bindings):
             return Kind.OTHER  # redis.asyncio, redis.Redis: a module or class, not a client
         if qualified is not None and from_settings(qualified):
             return Kind.OTHER  # settings.REDIS: configuration, not a client
+        if qualified is not None and self.index is not None and self.index.is_client(qualified):
+            return Kind.CLIENT  # store.client after `from app import store`
         found = self._attribute_bindings(attribute)
-        kind = Kind.UNKNOWN if found is None else self._bindings_kind(found[0])
+        kind = Kind.UNKNOWN if found is None else self.bindings_kind(found[0])
+        if kind is Kind.UNKNOWN and found is not None and self._inherited_client(found[1]):
+            return Kind.CLIENT
         if kind is Kind.UNKNOWN:
             return self._by_name(attribute.attr)
         return kind
 
-    def _bindings_kind(self, bindings: Iterable[Binding]) -> Kind:
+    def _inherited_client(self, key: AttributeKey) -> bool:
+        """`self.redis` set to a client by a base class defined in another module."""
+        owner, name = key
+        if owner is None or self.index is None:
+            return False
+        index = self.index
+        return any(
+            index.attribute_is_client(qualified, name)
+            for qualified in map(self.qualname, owner.bases)
+            if qualified is not None
+        )
+
+    def bindings_kind(self, bindings: Iterable[Binding]) -> Kind:
         kinds = []
         for binding in bindings:
             if binding.annotation is not None:
                 kinds.append(self.annotation_kind(binding.annotation))
+            if (
+                binding.origin is not None
+                and self.index is not None
+                and self.index.is_client(binding.origin)
+            ):
+                kinds.append(Kind.CLIENT)
             if binding.element_of is not None:
                 element = self.element_kind(binding.element_of)
                 kinds.append(element if element is Kind.CLIENT else binding.kind)

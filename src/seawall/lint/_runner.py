@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import ast
+import contextlib
+import gc
 import os
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from seawall.lint._context import FileContext
+from seawall.lint._index import ProjectIndex, facts_of, module_name
 from seawall.lint._model import Finding, Rule
+from seawall.lint._names import Inference
 from seawall.lint._noqa import silenced, suppressions
 from seawall.lint.rules import RULES
 
@@ -60,13 +65,76 @@ def _column(lines: list[bytes], node: ast.AST) -> tuple[int, int]:
     return line, len(text[:offset].decode("utf-8", errors="replace")) + 1
 
 
+_MENTIONS_REDIS = re.compile(rb"redis|valkey", re.IGNORECASE)
+# The first pass keeps the trees it parsed for the second, up to this much source (a
+# tree takes about 40 times its source in memory); past it, the second pass parses again.
+KEPT_SOURCE_BYTES = 4_000_000
+
+
+@dataclass
+class _Parsed:
+    source: bytes
+    tree: ast.Module
+    inference: Inference
+
+
+@dataclass
+class Project:
+    """The first pass's results: the index, and the files it already parsed."""
+
+    index: ProjectIndex = field(default_factory=ProjectIndex)
+    parsed: dict[str, _Parsed] = field(default_factory=dict)
+
+
+def index_project(paths: Iterable[str]) -> Project:
+    """The first pass: what each module of the files exports that holds a redis client.
+    Only files that mention redis or valkey (and package `__init__.py` files, which
+    re-export) can export one; files that cannot be read or parsed are left to the second
+    pass, which reports them."""
+    project = Project()
+    packages: dict[str, str] = {}
+    kept = 0
+    for path in paths:
+        try:
+            with open(path, "rb") as handle:
+                source = handle.read()
+        except OSError:
+            continue
+        if not (_MENTIONS_REDIS.search(source) or os.path.basename(path) == "__init__.py"):
+            continue
+        try:
+            tree = ast.parse(source, filename=path)
+        except (SyntaxError, ValueError, RecursionError):
+            continue
+        module, package = module_name(path, packages)
+        inference = Inference.of(tree, None, module, package)
+        project.index.add(module, facts_of(inference, tree))
+        if kept + len(source) <= KEPT_SOURCE_BYTES:
+            kept += len(source)
+            project.parsed[path] = _Parsed(source, tree, inference)
+    return project
+
+
 def lint_source(
-    source: bytes | str, path: str = "<string>", rules: Sequence[Rule] = RULES
+    source: bytes | str,
+    path: str = "<string>",
+    rules: Sequence[Rule] = RULES,
+    *,
+    project: Project | None = None,
 ) -> list[Finding]:
     """The findings for one file's source, `# noqa` applied, sorted by position.
-    Raises SyntaxError or ValueError if the source is not Python."""
+    With `project` (from `index_project`), names imported from the project's other
+    modules are looked up there. Raises SyntaxError or ValueError if the source is not
+    Python."""
     data = source.encode() if isinstance(source, str) else source
-    ctx = FileContext.parse(path, data)
+    parsed = project.parsed.pop(path, None) if project is not None else None
+    if project is None:
+        ctx = FileContext.parse(path, data)
+    elif parsed is not None and parsed.source == data:
+        ctx = FileContext(path, data, parsed.tree, project.index, prepared=parsed.inference)
+    else:
+        module, package = module_name(path)
+        ctx = FileContext.parse(path, data, project.index, module, package)
     lines = data.splitlines()
     # A finding may be silenced on its first line or, for a call written over several
     # lines, on its last (where a formatter leaves the comment after the closing bracket).
@@ -103,12 +171,34 @@ def lint_paths(paths: Iterable[str], rules: Sequence[Rule] = RULES) -> Report:
     """Check every file under `paths`; a file that cannot be read or parsed becomes one
     line in `Report.errors` and the others are still checked."""
     report = Report()
-    for path in python_files(paths):
+    files = list(python_files(paths))
+    with _no_cyclic_gc():
+        project = index_project(files)
+        _second_pass(files, rules, project, report)
+    return report
+
+
+@contextlib.contextmanager
+def _no_cyclic_gc() -> Iterator[None]:
+    """Syntax trees hold no reference cycles, but hundreds of thousands of their nodes
+    alive at once make every cyclic collection scan them all: parsing a project took
+    twice as long with the collector on. Reference counting still frees everything."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _second_pass(files: list[str], rules: Sequence[Rule], project: Project, report: Report) -> None:
+    for path in files:
         report.files += 1
         try:
             with open(path, "rb") as handle:
                 source = handle.read()
-            report.findings.extend(lint_source(source, path, rules))
+            report.findings.extend(lint_source(source, path, rules, project=project))
         except (SyntaxError, ValueError, OSError, RecursionError) as exc:
             report.errors.append(f"{path}: {_describe(exc)}")
         except Exception as exc:  # a bug in a rule: name the file, keep checking the rest
@@ -116,4 +206,3 @@ def lint_paths(paths: Iterable[str], rules: Sequence[Rule] = RULES) -> Report:
                 f"{path}: seawall lint failed on this file ({type(exc).__name__}: {exc}); "
                 "please report it with the file"
             )
-    return report

@@ -1,0 +1,242 @@
+"""The first pass over a project: which of its names hold a redis client.
+
+A client is usually built in one module (`app/redis.py`: `client = redis.Redis(...)`, a
+`def get_client() -> Redis` factory, a `class Connection(redis.Redis)`, a base class whose
+`__init__` sets `self.redis`) and used in others under neutral names (`conn`, `db`,
+`self.backend`). Checking one file at a time cannot see that, so `lint_paths` first reads
+every file that mentions redis or valkey and records, per module, what it exports:
+
+- module-level names holding a client, and names that are another module's name or the
+  result of another module's function (resolved later, through any number of modules);
+- functions and methods that return a client (annotated `-> Redis`, or returning one);
+- classes that derive from a client class, their bases in other modules, and the
+  attributes of `self` that hold a client, per class.
+
+The second pass checks each file with its own inference, which asks the index about
+every name it imports from the project. Facts are small (names, not trees), so the first
+pass keeps no syntax tree in memory.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+from dataclasses import dataclass, field
+
+from seawall.lint._bindings import Kind
+from seawall.lint._names import Inference
+
+_Function = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+@dataclass
+class ModuleFacts:
+    """What one module exports, in its own names ("client", "get_client", "Store",
+    "Store.connect")."""
+
+    clients: set[str] = field(default_factory=set)
+    # name -> the qualified name it is bound to (an import, `client = other.client`)
+    aliases: dict[str, str] = field(default_factory=dict)
+    # name -> qualified names of the functions whose result it holds (`c = make()`)
+    results: dict[str, list[str]] = field(default_factory=dict)
+    factories: set[str] = field(default_factory=set)  # functions and methods
+    factory_results: dict[str, list[str]] = field(default_factory=dict)  # return other(...)
+    client_classes: set[str] = field(default_factory=set)
+    bases: dict[str, list[str]] = field(default_factory=dict)  # class -> qualified bases
+    attributes: dict[str, set[str]] = field(default_factory=dict)  # class -> {"self.redis"}
+    annotated_methods: set[str] = field(default_factory=set)  # method names `-> Redis`
+
+
+def module_name(path: str, cache: dict[str, str] | None = None) -> tuple[str, str]:
+    """(module, package) of a file from the `__init__.py` files above it:
+    `src/app/store.py` in package `app` -> ("app.store", "app")."""
+    directory, filename = os.path.split(os.path.abspath(path))
+    stem = filename[:-3] if filename.endswith(".py") else filename
+    prefix = _package_of(directory, {} if cache is None else cache)
+    if stem == "__init__":
+        return prefix, prefix
+    return (f"{prefix}.{stem}" if prefix else stem), prefix
+
+
+def _package_of(directory: str, cache: dict[str, str]) -> str:
+    if directory in cache:
+        return cache[directory]
+    if os.path.isfile(os.path.join(directory, "__init__.py")):
+        parent, name = os.path.split(directory)
+        outer = _package_of(parent, cache) if parent != directory else ""
+        found = f"{outer}.{name}" if outer else name
+    else:
+        found = ""
+    cache[directory] = found
+    return found
+
+
+def facts_of(inference: Inference, tree: ast.Module) -> ModuleFacts:
+    """Read one module's exports off its own inference (run without an index)."""
+    facts = ModuleFacts()
+    for name, bindings in inference.scopes.get(tree, {}).items():
+        if inference.bindings_kind(bindings) is Kind.CLIENT:
+            facts.clients.add(name)
+            continue
+        for binding in bindings:
+            if binding.origin is not None:
+                facts.aliases[name] = binding.origin
+            elif isinstance(binding.value, ast.Call):
+                callee = inference.qualname(binding.value.func)
+                if callee is not None:
+                    facts.results.setdefault(name, []).append(callee)
+                elif isinstance(binding.value.func, ast.Name):
+                    facts.results.setdefault(name, []).append(binding.value.func.id)
+            elif binding.value is not None:
+                target = inference.qualname(binding.value)
+                if target is not None:
+                    facts.aliases[name] = target
+    for statement in tree.body:
+        if isinstance(statement, _Function):
+            _function_facts(inference, statement, statement.name, facts)
+        elif isinstance(statement, ast.ClassDef):
+            _class_facts(inference, statement, facts)
+    return facts
+
+
+def _function_facts(
+    inference: Inference,
+    function: ast.FunctionDef | ast.AsyncFunctionDef,
+    name: str,
+    facts: ModuleFacts,
+) -> None:
+    kind = inference.function_returns_kind(function)
+    if kind is Kind.CLIENT:
+        facts.factories.add(name)
+        if function.returns is not None and "." in name:
+            facts.annotated_methods.add(function.name)
+        return
+    for value in inference.returned_by.get(function, ()):
+        if isinstance(value, ast.Call):
+            func = value.func
+            callee = inference.qualname(func) or (func.id if isinstance(func, ast.Name) else None)
+            if callee is not None:
+                facts.factory_results.setdefault(name, []).append(callee)
+
+
+def _class_facts(inference: Inference, cls: ast.ClassDef, facts: ModuleFacts) -> None:
+    if inference.subclasses_client(cls.name):
+        facts.client_classes.add(cls.name)
+    facts.bases[cls.name] = [q for q in map(inference.qualname, cls.bases) if q is not None]
+    held = {
+        key
+        for (owner, key), bindings in inference.attributes.items()
+        if owner is cls and inference.bindings_kind(bindings) is Kind.CLIENT
+    }
+    if held:
+        facts.attributes[cls.name] = held
+    for statement in cls.body:
+        if isinstance(statement, _Function):
+            _function_facts(inference, statement, f"{cls.name}.{statement.name}", facts)
+
+
+@dataclass
+class ProjectIndex:
+    """Facts per module, and the questions the second pass asks about qualified names."""
+
+    modules: dict[str, ModuleFacts] = field(default_factory=dict)
+    _annotated_methods: set[str] = field(default_factory=set)
+    _busy: set[tuple[str, str]] = field(default_factory=set)
+
+    def add(self, module: str, facts: ModuleFacts) -> None:
+        self.modules[module] = facts
+        self._annotated_methods |= facts.annotated_methods
+
+    def _split(self, qualname: str) -> tuple[ModuleFacts, str] | None:
+        """("app.store", "Store.connect") for "app.store.Store.connect"."""
+        parts = qualname.split(".")
+        for cut in range(len(parts) - 1, 0, -1):
+            facts = self.modules.get(".".join(parts[:cut]))
+            if facts is not None:
+                return facts, ".".join(parts[cut:])
+        return None
+
+    def _guarded(self, question: str, qualname: str) -> bool:
+        """Whether a question is already being answered up the stack (an import cycle)."""
+        if (question, qualname) in self._busy:
+            return True
+        self._busy.add((question, qualname))
+        return False
+
+    def is_client(self, qualname: str) -> bool:
+        """A module-level name (or re-export) that holds a client."""
+        found = self._split(qualname)
+        if found is None or self._guarded("name", qualname):
+            return False
+        try:
+            facts, name = found
+            module = qualname[: -len(name) - 1]
+            if name in facts.clients:
+                return True
+            if name in facts.aliases:
+                return self.is_client(facts.aliases[name])
+            return any(
+                self.returns_client(self._qualify(module, callee))
+                for callee in facts.results.get(name, ())
+            )
+        finally:
+            self._busy.discard(("name", qualname))
+
+    def returns_client(self, qualname: str) -> bool:
+        """A function (`app.store.get_client`) or method (`app.store.Store.connect`)
+        whose result is a client; also a class that derives from a client class."""
+        found = self._split(qualname)
+        if found is None or self._guarded("returns", qualname):
+            return False
+        try:
+            facts, name = found
+            module = qualname[: -len(name) - 1]
+            if name in facts.factories or self.is_client_class(qualname):
+                return True
+            if name in facts.aliases:
+                return self.returns_client(facts.aliases[name])
+            return any(
+                self.returns_client(self._qualify(module, callee))
+                for callee in facts.factory_results.get(name, ())
+            )
+        finally:
+            self._busy.discard(("returns", qualname))
+
+    def is_client_class(self, qualname: str) -> bool:
+        found = self._split(qualname)
+        if found is None or self._guarded("class", qualname):
+            return False
+        try:
+            facts, name = found
+            if name in facts.client_classes:
+                return True
+            if name in facts.aliases:
+                return self.is_client_class(facts.aliases[name])
+            return any(self.is_client_class(base) for base in facts.bases.get(name, ()))
+        finally:
+            self._busy.discard(("class", qualname))
+
+    def attribute_is_client(self, class_qualname: str, key: str) -> bool:
+        """Whether a class (or one of its bases, across modules) sets `key` ("self.redis")
+        to a client."""
+        found = self._split(class_qualname)
+        if found is None or self._guarded("attribute", f"{class_qualname}:{key}"):
+            return False
+        try:
+            facts, name = found
+            if name in facts.aliases:
+                return self.attribute_is_client(facts.aliases[name], key)
+            if key in facts.attributes.get(name, ()):
+                return True
+            return any(self.attribute_is_client(b, key) for b in facts.bases.get(name, ()))
+        finally:
+            self._busy.discard(("attribute", f"{class_qualname}:{key}"))
+
+    def method_returns_client(self, method: str) -> bool:
+        """A method of this name somewhere in the project is annotated `-> Redis`."""
+        return method in self._annotated_methods
+
+    @staticmethod
+    def _qualify(module: str, callee: str) -> str:
+        """A callee recorded by its bare name is a function of the same module."""
+        return callee if "." in callee else f"{module}.{callee}"

@@ -1,0 +1,119 @@
+"""The first pass over a project: clients built in one module and used in another."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from seawall.lint import lint_paths
+from seawall.lint._index import module_name
+
+STORE = """\
+import redis
+
+client = redis.Redis(socket_timeout=1.0)
+
+
+def get_client() -> redis.Redis:
+    return client
+
+
+def connect():
+    return redis.Redis(socket_timeout=1.0)
+
+
+class Base:
+    def __init__(self) -> None:
+        self.backend = redis.Redis(socket_timeout=1.0)
+
+
+class Connection(redis.Redis):
+    pass
+
+
+class Pools:
+    def primary(self) -> "redis.Redis":
+        return client
+"""
+
+JOBS = """\
+from app import client
+from app.store import Base, Connection, get_client
+from . import store
+from .store import connect
+
+
+def purge() -> None:
+    client.keys("job:*")  # line 8
+
+
+def reset() -> None:
+    get_client().flushdb()  # line 12
+
+
+class Jobs(Base):
+    def clear(self) -> None:
+        self.backend.flushall()  # line 17
+
+
+class Mine(Connection):
+    def names(self) -> list[bytes]:
+        return self.keys()  # line 22
+
+
+def everything() -> None:
+    store.client.keys()  # line 26
+    db = connect()
+    db.flushall()  # line 28
+
+
+def primary(pools) -> None:
+    pools.primary().keys()  # line 32
+
+
+class Registry:
+    def __init__(self) -> None:
+        self.backend = {}
+
+    def names(self) -> list[str]:
+        return list(self.backend.keys())  # a dict: Registry is not Base
+"""
+
+
+def _project(tmp_path: Path) -> Path:
+    package = tmp_path / "src" / "app"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("from .store import client\n")
+    (package / "store.py").write_text(STORE)
+    (package / "jobs.py").write_text(JOBS)
+    return package
+
+
+def test_clients_from_other_modules_are_followed(tmp_path: Path) -> None:
+    package = _project(tmp_path)
+    report = lint_paths([str(tmp_path)])
+    assert report.errors == []
+    jobs = str(package / "jobs.py")
+    found = sorted((f.line, f.rule) for f in report.findings if f.path == jobs)
+    assert found == [
+        (8, "SW001"),
+        (12, "SW002"),
+        (17, "SW002"),
+        (22, "SW001"),
+        (26, "SW001"),
+        (28, "SW002"),
+        (32, "SW001"),
+    ]
+
+
+def test_one_file_alone_sees_none_of_them(tmp_path: Path) -> None:
+    # The same file checked without its project: the neutral names say nothing.
+    package = _project(tmp_path)
+    report = lint_paths([str(package / "jobs.py")])
+    assert report.findings == []
+
+
+def test_module_names_follow_the_packages(tmp_path: Path) -> None:
+    package = _project(tmp_path)
+    assert module_name(str(package / "jobs.py")) == ("app.jobs", "app")
+    assert module_name(str(package / "__init__.py")) == ("app", "app")
+    assert module_name(str(tmp_path / "script.py")) == ("script", "")
