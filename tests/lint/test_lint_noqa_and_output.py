@@ -31,10 +31,10 @@ def test_bare_noqa_silences_every_rule_on_its_line_only() -> None:
 
 
 def test_noqa_after_a_call_written_over_several_lines() -> None:
-    assert _codes("r.hgetall(\n    'h',\n)  # noqa: SW007\n") == []
-    assert _codes("r.hgetall(  # noqa: SW007\n    'h',\n)\n") == []
+    assert _codes("r.smembers(\n    'h',\n)  # noqa: SW007\n") == []
+    assert _codes("r.smembers(  # noqa: SW007\n    'h',\n)\n") == []
     # A line in the middle is neither where the call starts nor where it ends.
-    assert _codes("r.hgetall(\n    'h',  # noqa: SW007\n)\n") == [(3, "SW007")]
+    assert _codes("r.smembers(\n    'h',  # noqa: SW007\n)\n") == [(3, "SW007")]
 
 
 def test_other_tools_codes_and_strings_do_not_silence() -> None:
