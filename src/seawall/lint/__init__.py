@@ -9,19 +9,29 @@ is a redis client is in `seawall.lint._names` (and docs/lint.md).
 
 from __future__ import annotations
 
-from seawall.lint._model import Finding, Rule
+from seawall.lint._config import Config, ConfigError, find_pyproject
+from seawall.lint._config import load as load_config
+from seawall.lint._files import Selection, python_files
+from seawall.lint._model import PARSE_ERROR, Finding, Rule
 from seawall.lint._output import FORMATS
-from seawall.lint._runner import Report, lint_paths, lint_source, python_files
+from seawall.lint._runner import Report, index_project, lint_paths, lint_source
 from seawall.lint.rules import BY_CODE, RULES
 
 __all__ = [
     "BY_CODE",
     "FORMATS",
+    "PARSE_ERROR",
     "RULES",
+    "Config",
+    "ConfigError",
     "Finding",
     "Report",
     "Rule",
+    "Selection",
+    "find_pyproject",
+    "index_project",
     "lint_paths",
     "lint_source",
+    "load_config",
     "python_files",
 ]
