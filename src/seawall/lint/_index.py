@@ -12,21 +12,16 @@ every file that mentions redis or valkey and records, per module, what it export
 - classes that derive from a client class, their bases in other modules, and the
   attributes of `self` that hold a client, per class.
 
-The second pass checks each file with its own inference, which asks the index about
+`seawall.lint._facts` reads a module's facts off its inference. The second pass checks
+each file with its own inference, which asks the index about
 every name it imports from the project. Facts are small (names, not trees), so the first
 pass keeps no syntax tree in memory.
 """
 
 from __future__ import annotations
 
-import ast
 import os
 from dataclasses import dataclass, field
-
-from seawall.lint._bindings import Kind
-from seawall.lint._names import Inference
-
-_Function = ast.FunctionDef | ast.AsyncFunctionDef
 
 
 @dataclass
@@ -69,70 +64,6 @@ def _package_of(directory: str, cache: dict[str, str]) -> str:
         found = ""
     cache[directory] = found
     return found
-
-
-def facts_of(inference: Inference, tree: ast.Module) -> ModuleFacts:
-    """Read one module's exports off its own inference (run without an index)."""
-    facts = ModuleFacts()
-    for name, bindings in inference.scopes.get(tree, {}).items():
-        if inference.bindings_kind(bindings) is Kind.CLIENT:
-            facts.clients.add(name)
-            continue
-        for binding in bindings:
-            if binding.origin is not None:
-                facts.aliases[name] = binding.origin
-            elif isinstance(binding.value, ast.Call):
-                callee = inference.qualname(binding.value.func)
-                if callee is not None:
-                    facts.results.setdefault(name, []).append(callee)
-                elif isinstance(binding.value.func, ast.Name):
-                    facts.results.setdefault(name, []).append(binding.value.func.id)
-            elif binding.value is not None:
-                target = inference.qualname(binding.value)
-                if target is not None:
-                    facts.aliases[name] = target
-    for statement in tree.body:
-        if isinstance(statement, _Function):
-            _function_facts(inference, statement, statement.name, facts)
-        elif isinstance(statement, ast.ClassDef):
-            _class_facts(inference, statement, facts)
-    return facts
-
-
-def _function_facts(
-    inference: Inference,
-    function: ast.FunctionDef | ast.AsyncFunctionDef,
-    name: str,
-    facts: ModuleFacts,
-) -> None:
-    kind = inference.function_returns_kind(function)
-    if kind is Kind.CLIENT:
-        facts.factories.add(name)
-        if function.returns is not None and "." in name:
-            facts.annotated_methods.add(function.name)
-        return
-    for value in inference.returned_by.get(function, ()):
-        if isinstance(value, ast.Call):
-            func = value.func
-            callee = inference.qualname(func) or (func.id if isinstance(func, ast.Name) else None)
-            if callee is not None:
-                facts.factory_results.setdefault(name, []).append(callee)
-
-
-def _class_facts(inference: Inference, cls: ast.ClassDef, facts: ModuleFacts) -> None:
-    if inference.subclasses_client(cls.name):
-        facts.client_classes.add(cls.name)
-    facts.bases[cls.name] = [q for q in map(inference.qualname, cls.bases) if q is not None]
-    held = {
-        key
-        for (owner, key), bindings in inference.attributes.items()
-        if owner is cls and inference.bindings_kind(bindings) is Kind.CLIENT
-    }
-    if held:
-        facts.attributes[cls.name] = held
-    for statement in cls.body:
-        if isinstance(statement, _Function):
-            _function_facts(inference, statement, f"{cls.name}.{statement.name}", facts)
 
 
 @dataclass

@@ -14,8 +14,9 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from seawall.lint._context import FileContext
+from seawall.lint._facts import facts_of
 from seawall.lint._files import DEFAULT_EXCLUDE, Selection, matches, python_files
-from seawall.lint._index import ProjectIndex, facts_of, module_name
+from seawall.lint._index import ProjectIndex, module_name
 from seawall.lint._model import PARSE_ERROR, Finding, Rule
 from seawall.lint._names import Inference
 from seawall.lint._noqa import silenced, suppressions
