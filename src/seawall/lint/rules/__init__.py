@@ -9,6 +9,7 @@ from seawall.lint.rules import (
     flush,
     getset_lock,
     keys,
+    lock_expiry,
     loop_commands,
     setnx_expire,
     socket_timeout,
@@ -24,5 +25,6 @@ RULES: tuple[Rule, ...] = (
     loop_commands.check,
     unbounded_read.check,
     socket_timeout.check,
+    lock_expiry.check,
 )
 BY_CODE: dict[str, Rule] = {r.code: r for r in RULES}
