@@ -153,3 +153,26 @@ def test_a_byte_order_mark_does_not_shift_the_first_line() -> None:
     source = "import redis; redis.Redis(socket_timeout=1.0).keys()\n".encode("utf-8-sig")
     [finding] = lint_source(source)
     assert (finding.line, finding.col) == (1, 15)
+
+
+def test_lua_files_are_read_for_keys_and_flush(
+    project: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _tree(
+        project,
+        {
+            "app/scripts/clear.lua": (
+                "-- KEYS[1] prefix\n"
+                "-- redis.call('KEYS', '*') in a comment is not a call\n"
+                "local found = redis.call('KEYS', KEYS[1] .. '*')\n"
+                "redis.call('FLUSHDB')  -- noqa: SW010\n"
+                "return #found\n"
+            )
+        },
+    )
+    code, found, _ = _run(capsys, "app/scripts")
+    assert (code, found) == (1, [("app/scripts/clear.lua", "SW010")])
+    assert main(["lint", "app/scripts/clear.lua", "--format", "json"]) == 1
+    [entry] = json.loads(capsys.readouterr().out)
+    assert (entry["line"], entry["col"]) == (3, 15)
+    assert main(["lint", "app/scripts", "--ignore", "SW010"]) == 0

@@ -199,9 +199,14 @@ class Selection:
         return (*self.exclude, *self.extend_exclude)
 
 
+# Python files, and Lua scripts (SW010 reads them for KEYS and FLUSH* calls).
+CHECKED_SUFFIXES = (".py", ".lua")
+
+
 def python_files(paths: Iterable[str], selection: Selection | None = None) -> Iterator[str]:
     """Files named on the command line as they are (whatever their extension or the
-    exclusions), and the *.py files under named directories, in a stable order."""
+    exclusions), and the *.py and *.lua files under named directories, in a stable
+    order."""
     selection = selection or Selection()
     patterns, root = selection.patterns, os.path.abspath(selection.root)
     for path in paths:
@@ -222,7 +227,7 @@ def python_files(paths: Iterable[str], selection: Selection | None = None) -> It
                 kept.append(name)
             dirs[:] = kept
             for name in sorted(files):
-                if not name.endswith(".py"):
+                if not name.endswith(CHECKED_SUFFIXES):
                     continue
                 full = os.path.join(directory, name)
                 if matches(patterns, full, root, path) or ignore.ignored(full, False):

@@ -20,7 +20,8 @@ from seawall.lint._index import ProjectIndex, module_name
 from seawall.lint._model import PARSE_ERROR, Finding, Rule
 from seawall.lint._names import Inference
 from seawall.lint._noqa import silenced, suppressions
-from seawall.lint.rules import RULES
+from seawall.lint.rules import RULES, lua_keys
+from seawall.lint.rules.lua_keys import scan_lua
 
 # Kept for callers of earlier versions: the directory names walks leave out by default.
 SKIPPED_DIRS = frozenset(DEFAULT_EXCLUDE)
@@ -93,6 +94,8 @@ def index_project(paths: Iterable[str]) -> Project:
                 source = handle.read()
         except OSError:
             continue
+        if path.endswith(".lua"):
+            continue
         if not (_MENTIONS_REDIS.search(source) or os.path.basename(path) == "__init__.py"):
             continue
         try:
@@ -148,6 +151,15 @@ def lint_source(
             and not silenced(suppressed, last_lines[f], f.rule)
         }
     return sorted(findings)
+
+
+def lint_lua(source: bytes | str, path: str, rules: Sequence[Rule] = RULES) -> list[Finding]:
+    """The findings for a Lua script file: SW010's KEYS and FLUSH* calls, if selected."""
+    if not any(r.code == lua_keys.check.code for r in rules):
+        return []
+    text = source.decode("utf-8", errors="replace") if isinstance(source, bytes) else source
+    code = lua_keys.check.code
+    return [Finding(path, line, col, code, message) for line, col, message in scan_lua(text)]
 
 
 def _describe(exc: BaseException) -> str:
@@ -218,7 +230,10 @@ def _second_pass(files: list[str], rules: Sequence[Rule], project: Project, repo
         try:
             with open(path, "rb") as handle:
                 source = handle.read()
-            report.findings.extend(lint_source(source, path, rules, project=project))
+            if path.endswith(".lua"):
+                report.findings.extend(lint_lua(source, path, rules))
+            else:
+                report.findings.extend(lint_source(source, path, rules, project=project))
         except (SyntaxError, ValueError, OSError, RecursionError) as exc:
             report.findings.append(_error_finding(path, exc))
         except Exception as exc:  # a bug in a rule: name the file, keep checking the rest

@@ -11,6 +11,7 @@ from seawall.lint.rules import (
     keys,
     lock_expiry,
     loop_commands,
+    lua_keys,
     setnx_expire,
     socket_timeout,
     unbounded_read,
@@ -26,5 +27,6 @@ RULES: tuple[Rule, ...] = (
     unbounded_read.check,
     socket_timeout.check,
     lock_expiry.check,
+    lua_keys.check,
 )
 BY_CODE: dict[str, Rule] = {r.code: r for r in RULES}
