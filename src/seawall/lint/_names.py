@@ -387,6 +387,15 @@ class Inference(Bindings):
             return self.index is not None and self.index.is_client_class(qualified)
         return isinstance(base, ast.Name) and self.subclasses_client(base.id)
 
+    def bindings_of(self, expr: ast.expr) -> list[Binding]:
+        """Where a name or attribute chain is bound in the file (empty for anything else)."""
+        if isinstance(expr, ast.Name):
+            return self._name_bindings(expr)
+        if isinstance(expr, ast.Attribute):
+            found = self._attribute_bindings(expr)
+            return found[0] if found is not None else []
+        return []
+
     def _name_bindings(self, name: ast.Name) -> list[Binding]:
         for scope in self.chains.get(name, ()):
             bindings = self.scopes.get(scope, {}).get(name.id)

@@ -14,6 +14,7 @@ from seawall.lint.rules import (
     lua_keys,
     setnx_expire,
     socket_timeout,
+    sync_in_async,
     unbounded_read,
 )
 
@@ -28,5 +29,6 @@ RULES: tuple[Rule, ...] = (
     socket_timeout.check,
     lock_expiry.check,
     lua_keys.check,
+    sync_in_async.check,
 )
 BY_CODE: dict[str, Rule] = {r.code: r for r in RULES}
