@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from seawall.lint._model import Rule
 from seawall.lint.rules import (
+    client_per_call,
     del_release,
     flush,
     getset_lock,
@@ -30,5 +31,6 @@ RULES: tuple[Rule, ...] = (
     lock_expiry.check,
     lua_keys.check,
     sync_in_async.check,
+    client_per_call.check,
 )
 BY_CODE: dict[str, Rule] = {r.code: r for r in RULES}
