@@ -79,12 +79,45 @@ class Registry:
 """
 
 
+DATABASE = """\
+import redis
+
+from app import Cache
+
+
+class Database(redis.Redis):
+    def cache(self, prefix: str) -> Cache:
+        return Cache(self, prefix=prefix)
+"""
+
+CACHE = """\
+class Cache:
+    def __init__(self, database, prefix: str = "") -> None:
+        self.database = database
+        self.prefix = prefix
+
+    def clear(self) -> None:
+        for key in self.database.keys(self.prefix + "*"):  # line 7
+            print(key)
+
+
+class Unrelated:
+    def __init__(self, database) -> None:
+        self.database = database
+
+    def names(self) -> list[str]:
+        return list(self.database.keys())  # nobody passes this one a client
+"""
+
+
 def _project(tmp_path: Path) -> Path:
     package = tmp_path / "src" / "app"
     package.mkdir(parents=True)
-    (package / "__init__.py").write_text("from .store import client\n")
+    (package / "__init__.py").write_text("from .store import client\nfrom .cache import Cache\n")
     (package / "store.py").write_text(STORE)
     (package / "jobs.py").write_text(JOBS)
+    (package / "db.py").write_text(DATABASE)
+    (package / "cache.py").write_text(CACHE)
     return package
 
 
@@ -103,6 +136,14 @@ def test_clients_from_other_modules_are_followed(tmp_path: Path) -> None:
         (28, "SW002"),
         (32, "SW001"),
     ]
+
+
+def test_a_client_passed_to_a_class_of_another_module(tmp_path: Path) -> None:
+    # Database(redis.Redis) hands itself to Cache, defined elsewhere and re-exported.
+    package = _project(tmp_path)
+    report = lint_paths([str(tmp_path)])
+    found = [(f.line, f.rule) for f in report.findings if f.path == str(package / "cache.py")]
+    assert found == [(7, "SW001")]
 
 
 def test_one_file_alone_sees_none_of_them(tmp_path: Path) -> None:

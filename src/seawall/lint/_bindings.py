@@ -44,6 +44,12 @@ class Binding:
     element_of: ast.expr | None = None
     # `from app.store import client`: "app.store.client", looked up in the project index.
     origin: str | None = None
+    # A parameter of a class's `__init__`: what its callers pass decides (constructor
+    # injection, `Cache(self)` inside a Redis subclass). Its position among the
+    # positional arguments after self, or None for a keyword-only one.
+    init_of: ast.ClassDef | None = None
+    position: int | None = None
+    parameter: str | None = None
 
 
 # Modules whose names hold configuration: `from app.settings import REDIS` is a URL or a
@@ -75,6 +81,8 @@ class Bindings:
     returned_by: dict[Scope, list[ast.expr]] = field(default_factory=dict)  # per function
     classes: dict[str, list[ast.ClassDef]] = field(default_factory=dict)  # name -> classes
     method_class: dict[Scope, ast.ClassDef] = field(default_factory=dict)
+    # Calls by the callee's last name (`Cache(...)`, `walrus.Cache(...)` -> "Cache").
+    call_sites: dict[str, list[ast.Call]] = field(default_factory=dict)
     imports_redis: bool = False
     # The file's dotted module name and package, when it is part of a project: relative
     # imports resolve against the package.
@@ -127,9 +135,25 @@ class Collector(ast.NodeVisitor):
         self.current_class = None
         self.functions.append(node)
         args = node.args
-        for arg in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]:
-            if arg is not None:
-                self._bind_name(arg.arg, Binding(Kind.UNKNOWN, annotation=arg.annotation))
+        owner = self.bindings.method_class.get(node)
+        init_of = owner if owner is not None and getattr(node, "name", "") == "__init__" else None
+        positional = [*args.posonlyargs, *args.args]
+        for index, arg in enumerate(positional):
+            binding = Binding(Kind.UNKNOWN, annotation=arg.annotation)
+            if init_of is not None and index > 0:
+                binding.init_of, binding.position = init_of, index - 1
+                binding.parameter = arg.arg
+            self._bind_name(arg.arg, binding)
+        for arg in args.kwonlyargs:
+            self._bind_name(
+                arg.arg,
+                Binding(
+                    Kind.UNKNOWN, annotation=arg.annotation, init_of=init_of, parameter=arg.arg
+                ),
+            )
+        for rest in (args.vararg, args.kwarg):
+            if rest is not None:
+                self._bind_name(rest.arg, Binding(Kind.UNKNOWN, annotation=rest.annotation))
         body = node.body if isinstance(node.body, list) else [node.body]
         for statement in body:
             self.visit(statement)
@@ -236,6 +260,9 @@ class Collector(ast.NodeVisitor):
 
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
+        callee = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+        if callee is not None and callee[:1].isupper():  # a class, most likely
+            self.bindings.call_sites.setdefault(callee, []).append(node)
         if (
             isinstance(func, ast.Attribute)
             and func.attr in ("append", "add", "insert", "appendleft")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ast
 
-from seawall.lint._bindings import Kind
+from seawall.lint._bindings import PACKAGES, Kind
 from seawall.lint._index import ModuleFacts
 from seawall.lint._names import Inference
 
@@ -32,6 +32,7 @@ def facts_of(inference: Inference, tree: ast.Module) -> ModuleFacts:
                 target = inference.qualname(binding.value)
                 if target is not None:
                     facts.aliases[name] = target
+    _client_arguments(inference, facts)
     for statement in tree.body:
         if isinstance(statement, _Function):
             _function_facts(inference, statement, statement.name, facts)
@@ -74,3 +75,23 @@ def _class_facts(inference: Inference, cls: ast.ClassDef, facts: ModuleFacts) ->
     for statement in cls.body:
         if isinstance(statement, _Function):
             _function_facts(inference, statement, f"{cls.name}.{statement.name}", facts)
+
+
+def _client_arguments(inference: Inference, facts: ModuleFacts) -> None:
+    """Calls of the project's classes that pass a client: `Cache(self)` in a method of a
+    Redis subclass, `Store(redis.Redis(...))`."""
+    for name, sites in inference.call_sites.items():
+        for site in sites:
+            callee = inference.qualname(site.func)
+            if callee is None and isinstance(site.func, ast.Name) and name in inference.classes:
+                callee = f"{inference.module}.{name}"
+            if callee is None or callee.split(".")[0] in PACKAGES:
+                continue
+            for position, argument in enumerate(site.args):
+                if isinstance(argument, ast.Starred):
+                    break
+                if inference.kind(argument) is Kind.CLIENT:
+                    facts.client_arguments.add((callee, position, None))
+            for keyword in site.keywords:
+                if keyword.arg is not None and inference.kind(keyword.value) is Kind.CLIENT:
+                    facts.client_arguments.add((callee, None, keyword.arg))

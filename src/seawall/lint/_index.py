@@ -40,6 +40,9 @@ class ModuleFacts:
     bases: dict[str, list[str]] = field(default_factory=dict)  # class -> qualified bases
     attributes: dict[str, set[str]] = field(default_factory=dict)  # class -> {"self.redis"}
     annotated_methods: set[str] = field(default_factory=set)  # method names `-> Redis`
+    # (callee, position, keyword): a call here passes a client to a class of the project
+    # (`Cache(self)`), its callee qualified as the calling module imports it.
+    client_arguments: set[tuple[str, int | None, str | None]] = field(default_factory=set)
 
 
 def module_name(path: str, cache: dict[str, str] | None = None) -> tuple[str, str]:
@@ -73,10 +76,34 @@ class ProjectIndex:
     modules: dict[str, ModuleFacts] = field(default_factory=dict)
     _annotated_methods: set[str] = field(default_factory=set)
     _busy: set[tuple[str, str]] = field(default_factory=set)
+    _arguments: set[tuple[str, int | None, str | None]] | None = None
 
     def add(self, module: str, facts: ModuleFacts) -> None:
         self.modules[module] = facts
         self._annotated_methods |= facts.annotated_methods
+        self._arguments = None
+
+    def client_argument(self, class_qualname: str, position: int | None, name: str | None) -> bool:
+        """Whether some module passes a client to this class's `__init__` parameter."""
+        if self._arguments is None:
+            self._arguments = {
+                (self._defined_at(callee), at, keyword)
+                for facts in self.modules.values()
+                for callee, at, keyword in facts.client_arguments
+            }
+        return (position is not None and (class_qualname, position, None) in self._arguments) or (
+            name is not None and (class_qualname, None, name) in self._arguments
+        )
+
+    def _defined_at(self, qualname: str) -> str:
+        """Follow re-exports (`from .cache import Cache` in a package's __init__) to the
+        module that defines the name."""
+        for _ in range(5):
+            found = self._split(qualname)
+            if found is None or found[1] not in found[0].aliases:
+                return qualname
+            qualname = found[0].aliases[found[1]]
+        return qualname
 
     def _split(self, qualname: str) -> tuple[ModuleFacts, str] | None:
         """("app.store", "Store.connect") for "app.store.Store.connect"."""

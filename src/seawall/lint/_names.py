@@ -479,6 +479,12 @@ class Inference(Bindings):
                 and self.index.is_client(binding.origin)
             ):
                 kinds.append(Kind.CLIENT)
+            if (
+                binding.init_of is not None
+                and binding.annotation is None
+                and self._passed_a_client(binding)
+            ):
+                kinds.append(Kind.CLIENT)
             if binding.element_of is not None:
                 element = self.element_kind(binding.element_of)
                 kinds.append(element if element is Kind.CLIENT else binding.kind)
@@ -490,10 +496,39 @@ class Inference(Bindings):
                 kinds.append(binding.kind)
         return _merge(kinds)
 
+    def _passed_a_client(self, binding: Binding) -> bool:
+        """Whether a caller of the class passes a client for this `__init__` parameter:
+        `Cache(self)` in a method of `class Database(redis.Redis)`, in this file or (from
+        the index) in another module of the project."""
+        cls = binding.init_of
+        assert cls is not None
+        for site in self.call_sites.get(cls.name, ()):
+            if isinstance(site.func, ast.Name) and site.func.id in self.imports:
+                continue  # another module's class of the same name
+            argument = passed(site, binding.position, binding.parameter)
+            if argument is not None and self.kind(argument) is Kind.CLIENT:
+                return True
+        if self.index is None or self.module is None:
+            return False
+        return self.index.client_argument(
+            f"{self.module}.{cls.name}", binding.position, binding.parameter
+        )
+
     def _by_name(self, identifier: str) -> Kind:
         if name_looks_like_client(identifier, short_names=self.imports_redis):
             return Kind.CLIENT
         return Kind.OTHER
+
+
+def passed(call: ast.Call, position: int | None, keyword: str | None) -> ast.expr | None:
+    """The argument a call passes for a parameter (by position, or by keyword)."""
+    if position is not None:
+        for index, argument in enumerate(call.args):
+            if isinstance(argument, ast.Starred):
+                return None
+            if index == position:
+                return argument
+    return next((k.value for k in call.keywords if k.arg is not None and k.arg == keyword), None)
 
 
 def _merge(kinds: Iterable[Kind]) -> Kind:
