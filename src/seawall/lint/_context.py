@@ -154,8 +154,9 @@ class FileContext:
         is assigned once in its function (`key = f"lock:{name}"` in both `acquire` and
         `release`); keys then match when written the same way. Across two functions, a
         key built from a parameter (`key`, `name`) only matches when the functions are
-        methods of one class or one of them says it deals with a lock (acquire, release,
-        lock, unlock): two unrelated functions' `key` parameters are different keys. A
+        methods of one class, or module-level functions one of which says it deals with
+        a lock (acquire, release, lock, unlock): two unrelated functions' `key`
+        parameters are different keys. A
         local variable assigned more than once, or a loop variable, only matches within its
         own function."""
         first, second = self.scope_of(a.node), self.scope_of(b.node)
@@ -191,9 +192,13 @@ class FileContext:
         return any(p is not None and p.arg == name for p in parameters)
 
     def _related(self, first: ast.AST, second: ast.AST) -> bool:
-        owner = self.inference.method_class.get(first)
-        if owner is not None and owner is self.inference.method_class.get(second):
-            return True
+        """Methods of one class; or two module-level functions, one of them named for a
+        lock (`acquire(key)` and `release(key)`). A method and a module-level function
+        never share a parameter's meaning."""
+        methods = self.inference.method_class
+        owner = methods.get(first)
+        if owner is not None or methods.get(second) is not None:
+            return owner is not None and owner is methods.get(second)
         return any(
             isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
             and any(word in f.name.lower() for word in _LOCK_WORDS)

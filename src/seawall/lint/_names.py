@@ -110,6 +110,7 @@ class Inference(Bindings):
     _memo: dict[ast.expr, Kind] = field(default_factory=dict)
     _busy: set[ast.expr] = field(default_factory=set)
     _elements_busy: set[ast.expr] = field(default_factory=set)
+    _qualnames: dict[ast.expr, str | None] = field(default_factory=dict)
     _client_classes: dict[str, bool] = field(default_factory=dict)
 
     def use_index(self, index: ProjectIndex) -> None:
@@ -118,6 +119,7 @@ class Inference(Bindings):
         self.index = index
         self._memo.clear()
         self._client_classes.clear()
+        self._qualnames.clear()
 
     @classmethod
     def of(
@@ -133,15 +135,39 @@ class Inference(Bindings):
 
     # -- what an expression names ------------------------------------------------------
 
-    def qualname(self, expr: ast.expr) -> str | None:
+    def qualname(self, expr: ast.expr, depth: int = 0) -> str | None:
         """The dotted origin of an imported name or attribute: `Redis` after
-        `from redis.asyncio import Redis` -> "redis.asyncio.Redis"."""
+        `from redis.asyncio import Redis` -> "redis.asyncio.Redis"; also through a name
+        or attribute bound once to one (`self._lib = redis` ... `self._lib.Redis`,
+        `self._client_class = redis.Redis`)."""
+        if depth == 0 and expr in self._qualnames:
+            return self._qualnames[expr]
+        found: str | None = None
         if isinstance(expr, ast.Name):
-            return self.imports.get(expr.id)
-        if isinstance(expr, ast.Attribute):
-            base = self.qualname(expr.value)
-            return None if base is None else f"{base}.{expr.attr}"
-        return None
+            found = self.imports.get(expr.id)
+        elif isinstance(expr, ast.Attribute):
+            base = self.qualname(expr.value, depth)
+            found = None if base is None else f"{base}.{expr.attr}"
+        else:
+            return None
+        if found is None and depth < 3:
+            found = self._bound_qualname(expr, depth)
+        if depth == 0:
+            self._qualnames[expr] = found
+        return found
+
+    def _bound_qualname(self, expr: ast.Name | ast.Attribute, depth: int) -> str | None:
+        if isinstance(expr, ast.Name) and expr.id in ("self", "cls"):
+            return None
+        values = [
+            b.value
+            for b in self.bindings_of(expr)
+            if b.value is not None
+            and not (isinstance(b.value, ast.Constant) and b.value.value is None)
+        ]
+        if len(values) != 1 or not isinstance(values[0], ast.Name | ast.Attribute):
+            return None
+        return self.qualname(values[0], depth + 1)
 
     def constructor(self, call: ast.Call) -> Constructor | None:
         """Whether `call` builds a redis client or connection pool, and which."""

@@ -108,6 +108,26 @@ def _kept(ctx: FileContext, node: ast.Call) -> bool:
     return False
 
 
+def _escapes(ctx: FileContext, node: ast.Call, loop: ast.AST) -> bool:
+    """Whether the client a loop builds into a local name outlives the iteration: the
+    name is passed on (`servers.add((client, weight))`, `Node(client)`) rather than only
+    used for its own commands (`client.ping()`)."""
+    parent = ctx.parents.get(node)
+    while isinstance(parent, ast.Await):
+        parent = ctx.parents.get(parent)
+    if not isinstance(parent, ast.Assign | ast.AnnAssign):
+        return False
+    targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+    names = {t.id for t in targets if isinstance(t, ast.Name)}
+    return any(
+        isinstance(child, ast.Name)
+        and child.id in names
+        and isinstance(child.ctx, ast.Load)
+        and not isinstance(ctx.parents.get(child), ast.Attribute)
+        for child in ast.walk(loop)
+    )
+
+
 @rule("SW012", "client-per-call")
 def check(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
     """A redis client owns a connection pool. Built inside a request handler, a task or a
@@ -135,6 +155,8 @@ def check(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
         what = "connection pool" if built is Constructor.POOL else "redis client"
         loops = list(ctx.enclosing_loops(node))
         if loops:
+            if _escapes(ctx, node, loops[0]):
+                continue  # kept beyond the iteration: one client per server, built once
             where = "in a loop, once per iteration"
         else:
             handler = _per_call(ctx, ctx.scope_of(node))

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 from seawall.lint._context import FileContext, RedisCall, same_expression
 from seawall.lint._model import rule
+from seawall.lint.rules.lock_expiry import looks_like_a_lock
 
 _RELEASES = ("delete", "unlink")
 
@@ -67,7 +68,10 @@ def check(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
     Fix: store a random token when taking the lock and release with one Lua script that
     deletes only if the key still holds that token (redis-py's Lock, `seawall.Lock`).
     Reported at a DEL (or UNLINK: the same race) of a key the file sets with SETNX or
-    `set(..., nx=True)`, and at a DEL under an `if` that compares a GET of the same key.
+    `set(..., nx=True)` as a lock (the key or the setting function is named for a lock,
+    or the DEL sits in a release/unlock/__exit__), and at a DEL under an `if` that
+    compares a GET of the same key. A cache's "add" (SET NX of a value, later deleted as
+    an ordinary key) is not a lock.
     UNLINK of any other key is fine and never reported, and so is a DEL of a key the same
     function WATCHes first (the check-and-delete is then one optimistic transaction).
     """
@@ -89,7 +93,9 @@ def check(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
                     "in one Lua script (or use seawall.Lock)"
                 ),
             )
-        elif any(ctx.same_key(lock, call) for lock in locks):
+        elif any(
+            ctx.same_key(lock, call) and looks_like_a_lock(ctx, lock, [call]) for lock in locks
+        ):
             yield (
                 call.node,
                 (

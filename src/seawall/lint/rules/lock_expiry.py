@@ -11,7 +11,9 @@ from seawall.lint._model import rule
 from seawall.lint.rules.setnx_expire import EXPIRE_COMMANDS, sets_if_absent_without_expiry
 
 # Words that say a key, or the function taking it, is a lock.
-_LOCK_WORDS = re.compile(r"lock|mutex|semaphore|leader|leases?\b", re.IGNORECASE)
+_LOCK_WORDS = re.compile(r"lock|mutex|semaphore|leader|leases?\b|acquire", re.IGNORECASE)
+# Functions that give a lock back: a DEL there is a release.
+_RELEASE_WORDS = re.compile(r"release|unlock|__a?exit__", re.IGNORECASE)
 _RELEASES = ("delete", "unlink")
 
 
@@ -25,18 +27,22 @@ def _words(node: ast.AST | None) -> Iterator[str]:
             yield child.value
 
 
-def _looks_like_a_lock(ctx: FileContext, call: RedisCall, releases: list[RedisCall]) -> bool:
+def looks_like_a_lock(ctx: FileContext, call: RedisCall, releases: list[RedisCall]) -> bool:
     """The key or the function says "lock" (`f"lock:{name}"`, `self.lock_key`, `def
-    acquire`), or the file releases the key with a DEL: set-if-absent used as a lock,
-    not to remember a first value."""
+    acquire`), or a function named for a release (`release`, `unlock`, `__exit__`)
+    deletes the key: set-if-absent used as a lock, not a cache's "add" (SET NX of a
+    value, deleted again as an ordinary key)."""
     scope = ctx.scope_of(call.node)
     key = ctx.resolved(call.key, scope)
     if any(_LOCK_WORDS.search(word) for word in _words(key)):
         return True
-    name = getattr(scope, "name", "")
-    if _LOCK_WORDS.search(name) or "acquire" in name.lower():
+    if _LOCK_WORDS.search(getattr(scope, "name", "")):
         return True
-    return any(ctx.same_key(release, call) for release in releases)
+    return any(
+        _RELEASE_WORDS.search(getattr(ctx.scope_of(release.node), "name", ""))
+        and ctx.same_key(release, call)
+        for release in releases
+    )
 
 
 @rule("SW009", "lock-without-expiry")
@@ -51,7 +57,8 @@ def check(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
     longer than the TTL (`seawall.Lock` does both, and releases by token). Reported at a
     SETNX (or `set(..., nx=True)` without ex/px/exat/pxat/keepttl) whose key the file never
     passes to EXPIRE/PEXPIRE/EXPIREAT/PEXPIREAT and never swaps with GETSET (SW004's
-    recipe), when the key or the function is named for a lock or the file deletes the key.
+    recipe), when the key or the function is named for a lock, or a function named for a
+    release (release, unlock, __exit__) deletes the key.
     Known false positives: a lock whose key is given its expiry in another module.
     """
     candidates = [c for c in ctx.calls if sets_if_absent_without_expiry(c)]
@@ -65,7 +72,7 @@ def check(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
     for call in candidates:
         if any(ctx.same_key(other, call) for other in [*expires, *swaps]):
             continue
-        if not _looks_like_a_lock(ctx, call, releases):
+        if not looks_like_a_lock(ctx, call, releases):
             continue
         yield (
             call.node,
