@@ -56,7 +56,9 @@ def _check_codes(codes: set[str], known: set[str], where: str) -> None:
 @click.command(
     help="Checks Python code that uses redis-py (sync or asyncio) for commands and recipes "
     "that hurt in production: KEYS, FLUSHALL, SETNX+EXPIRE and GETSET locks, DEL releases, "
-    "one command per loop iteration, whole-collection reads, clients without timeouts. "
+    "one command per loop iteration, whole-collection reads, clients without timeouts, "
+    "locks without expiry, KEYS in Lua scripts, sync clients in async code, clients built "
+    "per request. "
     "Directories are walked for *.py files, leaving out the default exclusions, --exclude "
     "patterns and what .gitignore ignores. Options may also sit in pyproject.toml under "
     "[tool.seawall.lint] (select, ignore, exclude, extend-exclude, per-file-ignores, "
