@@ -226,3 +226,34 @@ def test_loop_rule_is_linear_in_the_calls_of_one_loop(monkeypatch: pytest.Monkey
     started = time.perf_counter()
     lint_source(_loop_of_calls(300))
     assert time.perf_counter() - started < 3.0  # about 0.1 s; it took 8-20 s when quadratic
+
+
+def _keys_of_many_calls(count: int) -> str:
+    lines = ["import redis", "r = redis.Redis(socket_timeout=1.0)", "def f(a):"]
+    for n in range(count):
+        lines.append(f"    if r.get('k{n}') == a: r.delete('k{n}')")
+        lines.append(f"    r.set('lock{n}', 1, nx=True, ex=5)")
+        lines.append(f"    r.hgetall('h{n}'); r.hlen('h{n}'); r.hset('h{n}', a, 1)")
+    return "\n".join(lines) + "\n"
+
+
+def test_rules_that_pair_calls_by_key_are_linear(monkeypatch: pytest.MonkeyPatch) -> None:
+    # SW003/4/5/7/9 pair calls naming one key; each key is written out (ast.dump) once
+    # per call, then looked up, instead of compared with every other call's key.
+    import ast
+
+    dumps = 0
+    dump = ast.dump
+
+    def counting_dump(node: ast.AST, *args: object, **kwargs: object) -> str:
+        nonlocal dumps
+        dumps += 1
+        return dump(node, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ast, "dump", counting_dump)
+    counts = {}
+    for size in (50, 300):
+        dumps = 0
+        assert len(lint_source(_keys_of_many_calls(size))) == size  # the GET-compare-DELs
+        counts[size] = dumps
+    assert counts[300] < 10 * counts[50], counts

@@ -8,7 +8,7 @@ function, the loops and `if`s around it).
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import TYPE_CHECKING
@@ -88,6 +88,8 @@ class FileContext:
     prepared: Inference | None = None
     inference: Inference = field(init=False)
     parents: dict[ast.AST, ast.AST] = field(init=False, default_factory=dict)
+    _scopes: dict[ast.AST, ast.AST] = field(init=False, default_factory=dict)
+    _key_texts: dict[ast.AST, str | None] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.prepared is not None:
@@ -147,7 +149,36 @@ class FileContext:
 
     def scope_of(self, node: ast.AST) -> ast.AST:
         """The function (or the module) whose body holds `node`."""
-        return next((a for a in self.ancestors(node) if isinstance(a, _Function)), self.tree)
+        found = self._scopes.get(node)
+        if found is None:
+            found = next((a for a in self.ancestors(node) if isinstance(a, _Function)), self.tree)
+            self._scopes[node] = found
+        return found
+
+    def key_text(self, call: RedisCall) -> str | None:
+        """The call's key, resolved through a local variable assigned once, as text:
+        computed once per call, so rules that pair calls compare strings."""
+        if call.node not in self._key_texts:
+            key = self.resolved(call.key, self.scope_of(call.node))
+            self._key_texts[call.node] = None if key is None else ast.dump(key)
+        return self._key_texts[call.node]
+
+    def by_key(self, calls: Iterable[RedisCall]) -> dict[str, list[RedisCall]]:
+        """Calls grouped by `key_text`: a rule looks up the few calls that can share a
+        key instead of comparing every pair (linear, not quadratic, in the calls)."""
+        grouped: dict[str, list[RedisCall]] = {}
+        for call in calls:
+            text = self.key_text(call)
+            if text is not None:
+                grouped.setdefault(text, []).append(call)
+        return grouped
+
+    def with_key(self, grouped: dict[str, list[RedisCall]], call: RedisCall) -> list[RedisCall]:
+        """The calls of `grouped` that name the same key as `call` (`same_key`)."""
+        text = self.key_text(call)
+        if text is None:
+            return []
+        return [other for other in grouped.get(text, ()) if self.same_key(other, call)]
 
     def same_key(self, a: RedisCall, b: RedisCall) -> bool:
         """Whether two calls name the same key. A local variable stands for the value it
@@ -159,12 +190,14 @@ class FileContext:
         parameters are different keys. A
         local variable assigned more than once, or a loop variable, only matches within its
         own function."""
-        first, second = self.scope_of(a.node), self.scope_of(b.node)
-        key_a, key_b = self.resolved(a.key, first), self.resolved(b.key, second)
-        if not same_expression(key_a, key_b) or key_a is None:
+        text = self.key_text(a)
+        if text is None or text != self.key_text(b):
             return False
+        first, second = self.scope_of(a.node), self.scope_of(b.node)
         if first is second:
             return True
+        key_a = self.resolved(a.key, first)
+        assert key_a is not None
         names = {n.id for n in ast.walk(key_a) if isinstance(n, ast.Name)}
         if any(self._local_variable(n, first) or self._local_variable(n, second) for n in names):
             return False

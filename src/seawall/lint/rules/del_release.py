@@ -12,15 +12,13 @@ from seawall.lint.rules.lock_expiry import looks_like_a_lock
 _RELEASES = ("delete", "unlink")
 
 
-def _compared_get(ctx: FileContext, release: RedisCall) -> bool:
+def _compared_get(
+    ctx: FileContext, release: RedisCall, all_gets: dict[str, list[RedisCall]]
+) -> bool:
     """Whether the release sits under an `if` that tests a GET of the same key, directly
     (`if r.get(k) == token:`) or through a name assigned from it in the same function."""
     scope = ctx.scope_of(release.node)
-    gets = [
-        g
-        for g in ctx.commands("get")
-        if same_expression(g.key, release.key) and ctx.scope_of(g.node) is scope
-    ]
+    gets = [g for g in ctx.with_key(all_gets, release) if ctx.scope_of(g.node) is scope]
     if not gets:
         return False
     read_into = set()
@@ -79,12 +77,14 @@ def check(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
         c for c in ctx.calls if c.command == "setnx" or (c.command == "set" and c.has_keyword("nx"))
     ]
     watches = list(ctx.commands("watch"))
+    gets = ctx.by_key(ctx.commands("get"))
+    grouped_locks = ctx.by_key(locks)
     for call in ctx.commands(*_RELEASES):
         if len(call.args) > 1:
             continue  # deleting many keys at once is cleanup, not a release
         if _watched(ctx, call, watches):
             continue  # WATCH, GET, compare, MULTI, DEL, EXEC: the transaction is atomic
-        if _compared_get(ctx, call):
+        if _compared_get(ctx, call, gets):
             yield (
                 call.node,
                 (
@@ -94,7 +94,7 @@ def check(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
                 ),
             )
         elif any(
-            ctx.same_key(lock, call) and looks_like_a_lock(ctx, lock, [call]) for lock in locks
+            looks_like_a_lock(ctx, lock, [call]) for lock in ctx.with_key(grouped_locks, call)
         ):
             yield (
                 call.node,

@@ -27,7 +27,9 @@ def _words(node: ast.AST | None) -> Iterator[str]:
             yield child.value
 
 
-def looks_like_a_lock(ctx: FileContext, call: RedisCall, releases: list[RedisCall]) -> bool:
+def looks_like_a_lock(
+    ctx: FileContext, call: RedisCall, releases: list[RedisCall] | dict[str, list[RedisCall]]
+) -> bool:
     """The key or the function says "lock" (`f"lock:{name}"`, `self.lock_key`, `def
     acquire`), or a function named for a release (`release`, `unlock`, `__exit__`)
     deletes the key: set-if-absent used as a lock, not a cache's "add" (SET NX of a
@@ -38,10 +40,13 @@ def looks_like_a_lock(ctx: FileContext, call: RedisCall, releases: list[RedisCal
         return True
     if _LOCK_WORDS.search(getattr(scope, "name", "")):
         return True
+    if isinstance(releases, dict):
+        matching = ctx.with_key(releases, call)
+    else:
+        matching = [r for r in releases if ctx.same_key(r, call)]
     return any(
         _RELEASE_WORDS.search(getattr(ctx.scope_of(release.node), "name", ""))
-        and ctx.same_key(release, call)
-        for release in releases
+        for release in matching
     )
 
 
@@ -64,13 +69,16 @@ def check(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
     candidates = [c for c in ctx.calls if sets_if_absent_without_expiry(c)]
     if not candidates:
         return
-    expires = list(ctx.commands(*EXPIRE_COMMANDS))
-    swaps = [
-        c for c in ctx.commands("getset", "set") if c.command == "getset" or c.has_keyword("get")
-    ]
-    releases = list(ctx.commands(*_RELEASES))
+    given_expiry = ctx.by_key(
+        c
+        for c in ctx.calls
+        if c.command in EXPIRE_COMMANDS
+        or c.command == "getset"
+        or (c.command == "set" and c.has_keyword("get"))
+    )
+    releases = ctx.by_key(ctx.commands(*_RELEASES))
     for call in candidates:
-        if any(ctx.same_key(other, call) for other in [*expires, *swaps]):
+        if ctx.with_key(given_expiry, call):
             continue
         if not looks_like_a_lock(ctx, call, releases):
             continue

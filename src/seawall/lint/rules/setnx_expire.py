@@ -6,7 +6,7 @@ import ast
 from collections.abc import Iterator
 
 from seawall.lint._bindings import Kind
-from seawall.lint._context import FileContext, RedisCall, same_expression
+from seawall.lint._context import FileContext, RedisCall
 from seawall.lint._model import rule
 
 EXPIRY_OPTIONS = ("ex", "px", "exat", "pxat", "keepttl")
@@ -45,17 +45,16 @@ def check(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
     wrong: EXPIRE runs even when SETNX failed, and extends the lease of the lock another
     client holds, so a holder that died keeps blocking everyone as long as others retry.
     """
-    expires = list(ctx.commands(*EXPIRE_COMMANDS))
+    expires = ctx.by_key(ctx.commands(*EXPIRE_COMMANDS))
     for call in ctx.calls:
         if not sets_if_absent_without_expiry(call):
             continue
         scope = ctx.scope_of(call.node)
+        text = ctx.key_text(call)
         later = [
             e
-            for e in expires
-            if ctx.scope_of(e.node) is scope
-            and e.node.lineno >= call.node.lineno
-            and same_expression(ctx.resolved(e.key, scope), ctx.resolved(call.key, scope))
+            for e in (expires.get(text, []) if text is not None else [])
+            if ctx.scope_of(e.node) is scope and e.node.lineno >= call.node.lineno
         ]
         if later and call.receiver is Kind.PIPELINE and later[0].receiver is Kind.PIPELINE:
             # Queued on one pipeline (MULTI/EXEC or not): no crash falls between the two,

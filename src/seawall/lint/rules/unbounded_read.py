@@ -47,17 +47,17 @@ def _reads_everything(call: RedisCall) -> bool:
 _FIELD_WRITES = ("hset", "hsetnx", "hincrby", "hincrbyfloat")
 
 
-def _grows(ctx: FileContext, read: RedisCall, writes: list[RedisCall]) -> bool:
+def _grows(ctx: FileContext, read: RedisCall, writes: dict[str, list[RedisCall]]) -> bool:
     """Whether the file adds fields to the hash under names it computes (`hset(key,
     session_id, ...)`, `hincrby(key, page)`, a mapping built by a comprehension): a hash
     used as a collection, not an object with a fixed set of fields."""
-    for write in writes:
+    for write in ctx.with_key(writes, read):
         field = write.args[1] if len(write.args) > 1 else write.keyword("key")
         mapping = write.keyword("mapping")
         computed = (field is not None and not isinstance(field, ast.Constant)) or isinstance(
             mapping, ast.DictComp
         )
-        if computed and ctx.same_key(write, read):
+        if computed:
             return True
     return False
 
@@ -77,14 +77,14 @@ def check(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
     when the same function, or another method of the same class, checks the same key's
     size (HLEN, SCARD, LLEN, ZCARD) or trims it.
     """
-    bounded = [c for c in ctx.commands(*BOUNDING)]
-    writes = list(ctx.commands(*_FIELD_WRITES))
+    bounded = ctx.by_key(ctx.commands(*BOUNDING))
+    writes = ctx.by_key(ctx.commands(*_FIELD_WRITES))
     for call in ctx.calls:
         if not _reads_everything(call):
             continue
         if call.command == "hgetall" and not _grows(ctx, call, writes):
             continue  # most HGETALLs read an object of a few fixed fields
-        if any(ctx.same_owner(b.node, call.node) and ctx.same_key(b, call) for b in bounded):
+        if any(ctx.same_owner(b.node, call.node) for b in ctx.with_key(bounded, call)):
             continue
         whole = "to -1" if call.command in ("lrange", "zrange", "zrevrange") else ""
         yield (
