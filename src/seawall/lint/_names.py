@@ -29,6 +29,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from seawall.lint import _annotations
+from seawall.lint._annotations import CLIENT_CLASSES
 from seawall.lint._bindings import (
     PACKAGES,
     AttributeKey,
@@ -43,41 +45,13 @@ from seawall.lint._bindings import (
 if TYPE_CHECKING:
     from seawall.lint._index import ProjectIndex
 
-CLIENT_CLASSES = frozenset(
-    {"Redis", "StrictRedis", "RedisCluster", "Valkey", "StrictValkey", "ValkeyCluster"}
-)
 POOL_CLASSES = frozenset({"ConnectionPool", "BlockingConnectionPool"})
-PIPELINE_CLASSES = frozenset({"Pipeline", "ClusterPipeline"})
 
 _SENTINEL_CLIENTS = frozenset({"master_for", "slave_for"})
 _SHORT_NAMES = frozenset({"r", "rc", "rds"})
 _PACKAGE_WORDS = frozenset({"redis", "valkey", "aioredis"})
 _CLIENT_WORDS = frozenset(
     {"client", "conn", "connection", "db", "cluster", "master", "primary", "replica"}
-)
-_VAGUE_TYPES = frozenset({"Any", "Optional", "object", "None", "Union"})
-# Generic collections: `list[Redis]` is not a client, its elements are.
-_COLLECTION_TYPES = frozenset(
-    {
-        "list",
-        "List",
-        "tuple",
-        "Tuple",
-        "set",
-        "Set",
-        "frozenset",
-        "FrozenSet",
-        "Sequence",
-        "Iterable",
-        "Iterator",
-        "Collection",
-        "dict",
-        "Dict",
-        "Mapping",
-        "MutableMapping",
-        "deque",
-        "Deque",
-    }
 )
 # Functions of other libraries documented to return a redis client.
 CLIENT_FACTORIES = frozenset({"django_redis.get_redis_connection"})
@@ -190,55 +164,12 @@ class Inference(Bindings):
             return Constructor.CLIENT
         return None
 
-    def _parsed(self, annotation: ast.expr) -> ast.expr | None:
-        if isinstance(annotation, ast.Constant) and isinstance(annotation.value, str):
-            try:
-                return ast.parse(annotation.value, mode="eval").body
-            except SyntaxError:
-                return None
-        return annotation
-
-    def _collection(self, annotation: ast.expr) -> ast.expr | None:
-        """The element type of `list[Redis]`, `dict[str, Redis]` (its values), or None
-        if the annotation is not a generic collection."""
-        if not isinstance(annotation, ast.Subscript):
-            return None
-        base = annotation.value
-        last = base.id if isinstance(base, ast.Name) else getattr(base, "attr", "")
-        if last not in _COLLECTION_TYPES:
-            return None
-        inner = annotation.slice
-        if isinstance(inner, ast.Tuple) and inner.elts:
-            return inner.elts[-1]
-        return inner
-
     def element_annotation_kind(self, annotation: ast.expr) -> Kind:
-        parsed = self._parsed(annotation)
-        element = None if parsed is None else self._collection(parsed)
-        return Kind.UNKNOWN if element is None else self.annotation_kind(element)
+        """What the elements of an annotated collection are (`list[Redis]`: clients)."""
+        return _annotations.element_kind(annotation, self.qualname)
 
     def annotation_kind(self, annotation: ast.expr) -> Kind:
-        parsed = self._parsed(annotation)
-        if parsed is None:
-            return Kind.UNKNOWN
-        annotation = parsed
-        if self._collection(annotation) is not None:
-            return Kind.OTHER
-        named = [
-            self.qualname(n) or (n.id if isinstance(n, ast.Name) else n.attr)
-            for n in ast.walk(annotation)
-            if isinstance(n, ast.Name | ast.Attribute)
-        ]
-        for qualified in named:
-            parts = qualified.split(".")
-            if parts[0] in PACKAGES and parts[-1] in CLIENT_CLASSES:
-                return Kind.CLIENT
-            if parts[0] in PACKAGES and parts[-1] in PIPELINE_CLASSES:
-                return Kind.PIPELINE
-        # `Any` and `Optional[...]` alone say nothing; any other type says "not a client".
-        if all(q.split(".")[-1] in _VAGUE_TYPES for q in named):
-            return Kind.UNKNOWN
-        return Kind.OTHER
+        return _annotations.kind(annotation, self.qualname)
 
     # -- client or not ------------------------------------------------------------------
 

@@ -6,10 +6,11 @@ import ast
 import enum
 from collections.abc import Iterator
 
+from seawall.lint._annotations import CLIENT_CLASSES
 from seawall.lint._bindings import PACKAGES, Kind
 from seawall.lint._context import FileContext, RedisCall
 from seawall.lint._model import rule
-from seawall.lint._names import CLIENT_CLASSES, Inference
+from seawall.lint._names import Inference
 
 # Methods that send nothing when called: they build an object used later.
 _NO_IO = frozenset(
