@@ -126,6 +126,10 @@ def test_sarif_output(project: Path, capsys: pytest.CaptureFixture[str]) -> None
     location = first["locations"][0]["physicalLocation"]
     assert location["artifactLocation"]["uri"] == "app/jobs.py"
     assert location["region"] == {"startLine": 3, "startColumn": 1}
+    assert main(["lint", str(project / "app" / "jobs.py"), "--format", "sarif"]) == 1
+    [run] = json.loads(capsys.readouterr().out)["runs"]
+    uri = run["results"][0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+    assert uri == (project / "app" / "jobs.py").as_uri()
 
 
 def test_github_annotations(project: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
 from collections.abc import Sequence
 
 from seawall.lint._model import PARSE_ERROR, Finding
@@ -23,7 +24,10 @@ def as_json(findings: Sequence[Finding]) -> str:
 
 def _uri(path: str) -> str:
     """A SARIF artifact location: relative paths stay relative (to the run's directory,
-    which code-scanning uploads map to the repository), with forward slashes."""
+    which code-scanning uploads map to the repository), with forward slashes; absolute
+    ones become file:// URIs."""
+    if os.path.isabs(path):
+        return pathlib.Path(path).as_uri()
     return path.replace(os.sep, "/")
 
 
