@@ -52,6 +52,26 @@ class Binding:
     parameter: str | None = None
 
 
+# Methods only a redis client (or pipeline) has: an object that receives one of them in a
+# file that imports redis is a client whatever its name (`self.connection.zadd(...)`).
+# Names other objects share (get, set, delete, keys, incr, expire, publish...) are left out.
+REDIS_ONLY_METHODS = frozenset(
+    {
+        *("setnx", "setex", "psetex", "getset", "mget", "mset", "msetnx", "incrby", "decrby"),
+        *("incrbyfloat", "hget", "hset", "hsetnx", "hmget", "hmset", "hgetall", "hkeys"),
+        *("hvals", "hlen", "hdel", "hexists", "hincrby", "hincrbyfloat", "hscan_iter"),
+        *("lpush", "rpush", "lpop", "rpop", "lrange", "ltrim", "llen", "lrem", "lindex"),
+        *("blpop", "brpop", "brpoplpush", "blmove", "lmove", "rpoplpush", "sadd", "srem"),
+        *("smembers", "sismember", "scard", "spop", "srandmember", "sscan_iter", "sinter"),
+        *("sunion", "sdiff", "zadd", "zrem", "zscore", "zincrby", "zrange", "zrevrange"),
+        *("zrangebyscore", "zrevrangebyscore", "zcard", "zcount", "zrank", "zrevrank"),
+        *("zremrangebyscore", "zremrangebyrank", "zscan_iter", "pexpire", "expireat"),
+        *("pexpireat", "pttl", "flushdb", "flushall", "scan_iter", "evalsha", "script_load"),
+        *("register_script", "xadd", "xreadgroup", "xack", "xlen", "pfadd", "pfcount"),
+        *("setbit", "getbit", "bitcount", "unlink"),
+    }
+)
+
 # Modules whose names hold configuration: `from app.settings import REDIS` is a URL or a
 # dict of options far more often than a client, whatever its name says.
 SETTINGS_MODULES = frozenset({"settings", "config", "conf", "configuration", "constants"})
@@ -81,6 +101,10 @@ class Bindings:
     returned_by: dict[Scope, list[ast.expr]] = field(default_factory=dict)  # per function
     classes: dict[str, list[ast.ClassDef]] = field(default_factory=dict)  # name -> classes
     method_class: dict[Scope, ast.ClassDef] = field(default_factory=dict)
+    # Receivers of a REDIS_ONLY_METHODS call: attributes keyed as attributes are, and the
+    # names themselves (judged in the scope that binds them).
+    duck_clients: set[AttributeKey] = field(default_factory=set)
+    duck_names: list[ast.Name] = field(default_factory=list)
     # Calls by the callee's last name (`Cache(...)`, `walrus.Cache(...)` -> "Cache").
     call_sites: dict[str, list[ast.Call]] = field(default_factory=dict)
     imports_redis: bool = False
@@ -260,6 +284,14 @@ class Collector(ast.NodeVisitor):
 
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
+        if isinstance(func, ast.Attribute) and func.attr in REDIS_ONLY_METHODS:
+            if isinstance(func.value, ast.Name):
+                if func.value.id not in ("self", "cls"):  # self: its class decides
+                    self.bindings.duck_names.append(func.value)
+            else:
+                receiver = self._attribute_key(func.value)
+                if receiver is not None:
+                    self.bindings.duck_clients.add(receiver)
         callee = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
         if callee is not None and callee[:1].isupper():  # a class, most likely
             self.bindings.call_sites.setdefault(callee, []).append(node)

@@ -85,6 +85,7 @@ class Inference(Bindings):
     _busy: set[ast.expr] = field(default_factory=set)
     _elements_busy: set[ast.expr] = field(default_factory=set)
     _qualnames: dict[ast.expr, str | None] = field(default_factory=dict)
+    _ducks: dict[str, set[object]] | None = None
     _client_classes: dict[str, bool] = field(default_factory=dict)
 
     def use_index(self, index: ProjectIndex) -> None:
@@ -366,6 +367,10 @@ class Inference(Bindings):
             if owner is not None and self.subclasses_client(owner.name):
                 return Kind.CLIENT  # self inside `class MyRedis(redis.Redis)`
         found = self.bindings_kind(self._name_bindings(name))
+        if found in (Kind.CLIENT, Kind.PIPELINE):
+            return found
+        if self.imports_redis and self._binding_scope(name) in self._duck_scopes().get(name.id, ()):
+            return Kind.CLIENT  # `conn.hgetall(k)` somewhere in the scope that binds conn
         if found is Kind.UNKNOWN:
             return self._by_name(name.id)
         return found
@@ -407,11 +412,35 @@ class Inference(Bindings):
             return Kind.CLIENT  # store.client after `from app import store`
         found = self._attribute_bindings(attribute)
         kind = Kind.UNKNOWN if found is None else self.bindings_kind(found[0])
+        if kind in (Kind.CLIENT, Kind.PIPELINE):
+            return kind
+        if found is not None and self._duck_typed(found[1]):
+            return Kind.CLIENT  # `self.connection.zadd(...)` somewhere in the class
         if kind is Kind.UNKNOWN and found is not None and self._inherited_client(found[1]):
             return Kind.CLIENT
         if kind is Kind.UNKNOWN:
             return self._by_name(attribute.attr)
         return kind
+
+    def _duck_typed(self, key: AttributeKey) -> bool:
+        """In a file that imports redis, an object that receives a command only redis
+        clients have (`self.connection.zadd(...)`, `conn.hgetall(k)`): no other object
+        answers to those names, so this outweighs a neutral name or a parameter."""
+        return self.imports_redis and key in self.duck_clients
+
+    def _binding_scope(self, name: ast.Name) -> object:
+        """The scope whose bindings a loaded name refers to (None if unbound)."""
+        for scope in self.chains.get(name, ()):
+            if self.scopes.get(scope, {}).get(name.id):
+                return scope
+        return None
+
+    def _duck_scopes(self) -> dict[str, set[object]]:
+        if self._ducks is None:
+            self._ducks = {}
+            for name in self.duck_names:
+                self._ducks.setdefault(name.id, set()).add(self._binding_scope(name))
+        return self._ducks
 
     def _inherited_client(self, key: AttributeKey) -> bool:
         """`self.redis` set to a client by a base class defined in another module."""
