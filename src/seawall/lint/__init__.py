@@ -3,8 +3,11 @@
     from seawall.lint import lint_source, lint_paths, RULES
     lint_source(code) -> [Finding(path, line, col, rule, message), ...]
 
-Rules live one per module in `seawall.lint.rules`; how the linter decides that an object
-is a redis client is in `seawall.lint._names` (and docs/lint.md).
+Rules live one per module in `seawall.lint.rules`. How the linter decides that an object
+is a redis client: `seawall.lint._bindings` (where names are bound), `_names` (the
+judgement), `_annotations`, and for a project `_index` and `_facts` (the first pass over
+all files). Choosing files: `_files` (exclusions, .gitignore) and `_config`
+(`[tool.seawall.lint]`). See docs/lint.md.
 """
 
 from __future__ import annotations
