@@ -95,8 +95,9 @@ def test_a_wrong_config_is_a_usage_error(
 
 
 def test_gitignore_is_respected(project: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    (project / ".git").mkdir()
-    (project / ".gitignore").write_text("# generated\nbuild/\n/app/migrations/*\n")
+    (project / ".git" / "info").mkdir(parents=True)
+    (project / ".git" / "info" / "exclude").write_text("build/\n")
+    (project / ".gitignore").write_text("# generated\n/app/migrations/*\n")
     (project / "tests" / ".gitignore").write_text("test_*.py\n!test_jobs.py\n")
     (project / "tests" / "test_gen.py").write_text(BAD)
     _, found, _ = _run(capsys, ".")

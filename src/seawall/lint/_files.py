@@ -3,9 +3,9 @@
 Files named on the command line are checked whatever their name; directories are walked
 for `*.py`, leaving out what `exclude` (or, past the defaults, `extend-exclude`) matches and
 what the `.gitignore` files of the walked tree (and of its parents, up to the repository
-root) ignore. The `.gitignore` reading is the part of git's rules that projects use:
-comments, `!` negation, a trailing `/` for directories, a leading or inner `/` to anchor a
-pattern to its file's directory, `*`, `?`, `[...]` and `**`.
+root) and the repository's `.git/info/exclude` ignore. The reading is the part of git's
+rules that projects use: comments, `!` negation, a trailing `/` for directories, a
+leading or inner `/` to anchor a pattern to its file's directory, `*`, `?`, `[...]`, `**`.
 """
 
 from __future__ import annotations
@@ -142,25 +142,30 @@ class GitIgnore:
     rules: list[_IgnoreRule] = field(default_factory=list)
     _read: set[str] = field(default_factory=set)
 
-    def read(self, directory: str) -> None:
+    def read(self, directory: str, name: str = ".gitignore") -> None:
+        """The rules of `directory`'s .gitignore (or of another file holding patterns
+        relative to it, such as the repository's `.git/info/exclude`)."""
         directory = os.path.abspath(directory)
-        if directory in self._read:
+        path = os.path.join(directory, name)
+        if path in self._read:
             return
-        self._read.add(directory)
+        self._read.add(path)
         try:
-            with open(os.path.join(directory, ".gitignore"), encoding="utf-8") as handle:
+            with open(path, encoding="utf-8") as handle:
                 text = handle.read()
         except (OSError, UnicodeDecodeError):
             return
         self.rules.extend(parse_gitignore(text, directory))
 
     def read_parents(self, directory: str) -> None:
-        """The .gitignore files from the repository root (the directory holding `.git`)
-        down to `directory`; outside a repository, none above it."""
+        """The repository's `.git/info/exclude` and the .gitignore files from its root
+        (the directory holding `.git`) down to `directory`; outside a repository, none
+        above it."""
         chain, current = [], os.path.abspath(directory)
         while True:
             chain.append(current)
             if os.path.exists(os.path.join(current, ".git")):
+                self.read(current, os.path.join(".git", "info", "exclude"))
                 break
             parent = os.path.dirname(current)
             if parent == current:
