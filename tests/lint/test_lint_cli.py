@@ -74,7 +74,9 @@ def test_a_directory_is_walked(tmp_path: Path) -> None:
     assert (ignored.returncode, ignored.stdout) == (0, "")
 
 
-def test_a_file_that_is_not_python_is_a_finding_exit_1(tmp_path: Path) -> None:
+def test_a_file_that_is_not_python_is_a_finding_exit_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     # A parse error is a finding (SW000) like any other: it shows in every format, and a
     # run with one exits 1, never 2 (that is for usage errors only).
     (tmp_path / "notes.txt").write_text("This is not Python: it has a colon.\n")
@@ -96,13 +98,13 @@ def test_a_file_that_is_not_python_is_a_finding_exit_1(tmp_path: Path) -> None:
     assert lines[1].startswith(f"{tmp_path / 'blob.py'}:1:1: SW000 not Python source")
     assert lines[2].startswith(f"{tmp_path / 'legacy.py'}:1:1: SW000 not Python source")
     assert len(lines) == 3 + 4  # sw002_bad.py was checked all the same
-    as_json = _lint("--format", "json", str(tmp_path / "legacy.py"))
-    assert as_json.returncode == 1
-    [entry] = json.loads(as_json.stdout)
+    # The other formats and --ignore, in-process (no interpreter start-up).
+    assert main(["lint", "--format", "json", str(tmp_path / "legacy.py")]) == 1
+    [entry] = json.loads(capsys.readouterr().out)
     assert (entry["rule"], entry["line"]) == ("SW000", 1)
     assert entry["message"].startswith("not Python source: Missing parentheses")
-    ignored = _lint("--ignore", "SW000", str(tmp_path / "legacy.py"))
-    assert (ignored.returncode, ignored.stdout) == (0, "")
+    assert main(["lint", "--ignore", "SW000", str(tmp_path / "legacy.py")]) == 0
+    assert capsys.readouterr().out == ""
 
 
 def test_a_missing_path_is_a_usage_error_exit_2(tmp_path: Path) -> None:
