@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from seawall.lint import lint_paths
 from seawall.lint._index import module_name
 
@@ -158,3 +160,18 @@ def test_module_names_follow_the_packages(tmp_path: Path) -> None:
     assert module_name(str(package / "jobs.py")) == ("app.jobs", "app")
     assert module_name(str(package / "__init__.py")) == ("app", "app")
     assert module_name(str(tmp_path / "script.py")) == ("script", "")
+
+
+def test_past_the_kept_trees_budget_files_are_parsed_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A project too big to keep every tree: the second pass parses the files again and
+    # finds the same things.
+    from seawall.lint import _runner
+
+    _project(tmp_path)
+    kept = sorted((f.path, f.line, f.rule) for f in lint_paths([str(tmp_path)]).findings)
+    monkeypatch.setattr(_runner, "KEPT_SOURCE_BYTES", 0)
+    parsed_again = sorted((f.path, f.line, f.rule) for f in lint_paths([str(tmp_path)]).findings)
+    assert parsed_again == kept
+    assert len(kept) >= 8  # jobs.py and cache.py, seen through the index
