@@ -69,24 +69,42 @@ def test_a_directory_is_walked(tmp_path: Path) -> None:
     rules = {line.split(" ")[1] for line in run.stdout.splitlines()}
     assert rules == {"SW003", "SW004"}
     files = {Path(line.split(":")[0]).name for line in run.stdout.splitlines()}
-    assert files == {"sw003_bad.py", "sw004_bad.py"}
+    assert files == {"sw003_bad.py", "sw004_bad.py", "keys_bad.py"}
     ignored = _lint(str(FIXTURES / "sw001_bad.py"), "--ignore", "sw001")
     assert (ignored.returncode, ignored.stdout) == (0, "")
 
 
-def test_a_file_that_is_not_python_exit_2_and_the_rest_still_checked(tmp_path: Path) -> None:
+def test_a_file_that_is_not_python_is_a_finding_exit_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A parse error is a finding (SW000) like any other: it shows in every format, and a
+    # run with one exits 1, never 2 (that is for usage errors only).
     (tmp_path / "notes.txt").write_text("This is not Python: it has a colon.\n")
     (tmp_path / "blob.py").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
+    (tmp_path / "legacy.py").write_text("print 'hello'\n")  # Python 2
     run = _lint(
-        str(tmp_path / "notes.txt"), str(tmp_path / "blob.py"), str(FIXTURES / "sw002_bad.py")
+        str(tmp_path / "notes.txt"),
+        str(tmp_path / "blob.py"),
+        str(tmp_path / "legacy.py"),
+        str(FIXTURES / "sw002_bad.py"),
     )
-    assert run.returncode == 2
-    assert "Traceback" not in run.stderr
-    errors = run.stderr.splitlines()
-    assert len(errors) == 2
-    assert errors[0].startswith(f"seawall lint: {tmp_path / 'notes.txt'}: not Python source")
-    assert errors[1].startswith(f"seawall lint: {tmp_path / 'blob.py'}: not Python source")
-    assert len(run.stdout.splitlines()) == 4  # sw002_bad.py was checked all the same
+    assert run.returncode == 1
+    assert (run.stderr, "Traceback" in run.stdout) == ("", False)
+    lines = run.stdout.splitlines()
+    assert (
+        lines[0].startswith(f"{tmp_path / 'notes.txt'}:1:")
+        and " SW000 not Python source" in lines[0]
+    )
+    assert lines[1].startswith(f"{tmp_path / 'blob.py'}:1:1: SW000 not Python source")
+    assert lines[2].startswith(f"{tmp_path / 'legacy.py'}:1:1: SW000 not Python source")
+    assert len(lines) == 3 + 4  # sw002_bad.py was checked all the same
+    # The other formats and --ignore, in-process (no interpreter start-up).
+    assert main(["lint", "--format", "json", str(tmp_path / "legacy.py")]) == 1
+    [entry] = json.loads(capsys.readouterr().out)
+    assert (entry["rule"], entry["line"]) == ("SW000", 1)
+    assert entry["message"].startswith("not Python source: Missing parentheses")
+    assert main(["lint", "--ignore", "SW000", str(tmp_path / "legacy.py")]) == 0
+    assert capsys.readouterr().out == ""
 
 
 def test_a_missing_path_is_a_usage_error_exit_2(tmp_path: Path) -> None:

@@ -31,10 +31,10 @@ def test_bare_noqa_silences_every_rule_on_its_line_only() -> None:
 
 
 def test_noqa_after_a_call_written_over_several_lines() -> None:
-    assert _codes("r.hgetall(\n    'h',\n)  # noqa: SW007\n") == []
-    assert _codes("r.hgetall(  # noqa: SW007\n    'h',\n)\n") == []
+    assert _codes("r.smembers(\n    'h',\n)  # noqa: SW007\n") == []
+    assert _codes("r.smembers(  # noqa: SW007\n    'h',\n)\n") == []
     # A line in the middle is neither where the call starts nor where it ends.
-    assert _codes("r.hgetall(\n    'h',  # noqa: SW007\n)\n") == [(3, "SW007")]
+    assert _codes("r.smembers(\n    'h',  # noqa: SW007\n)\n") == [(3, "SW007")]
 
 
 def test_other_tools_codes_and_strings_do_not_silence() -> None:
@@ -118,7 +118,13 @@ def test_unreadable_and_non_python_files_become_one_line_errors(tmp_path: Path) 
     latin = tmp_path / "latin.py"
     latin.write_bytes(b"x = '\xe9'\n")
     report = lint_paths([str(broken), str(binary), str(latin), str(good)])
-    assert [f.path for f in report.findings] == [str(good)]
+    assert [(f.path, f.rule) for f in report.findings] == [
+        (str(broken), "SW000"),
+        (str(binary), "SW000"),
+        (str(latin), "SW000"),
+        (str(good), "SW001"),
+    ]
+    assert (report.findings[0].line, report.findings[0].col) == (1, 7)  # where the parser stopped
     assert len(report.errors) == 3
     for path, error in zip((broken, binary, latin), report.errors, strict=True):
         assert error.startswith(f"{path}: not Python source")
@@ -129,5 +135,7 @@ def test_a_file_that_cannot_be_read_is_named(tmp_path: Path) -> None:
     # A dangling symlink: found by the walk, gone when opened (chmod cannot stop root).
     (tmp_path / "gone.py").symlink_to(tmp_path / "nowhere.py")
     report = lint_paths([str(tmp_path)])
-    assert report.findings == []
+    assert [(f.rule, f.message) for f in report.findings] == [
+        ("SW000", "cannot read it: No such file or directory")
+    ]
     assert report.errors == [f"{tmp_path / 'gone.py'}: cannot read it: No such file or directory"]

@@ -8,16 +8,23 @@ function, the loops and `if`s around it).
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import TYPE_CHECKING
 
 from seawall.lint._bindings import Kind
 from seawall.lint._names import Inference
 
+if TYPE_CHECKING:
+    from seawall.lint._index import ProjectIndex
+
 _Function = ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda
 _Loop = ast.For | ast.AsyncFor | ast.While
 _Comprehension = ast.ListComp | ast.SetComp | ast.GeneratorExp | ast.DictComp
+
+# Function names that say two functions handle one lock, so their parameters are one key.
+_LOCK_WORDS = ("lock", "release", "acquire")
 
 # execute_command("DEL", ...) names DEL; redis-py's method for it is `delete`.
 _RAW_COMMANDS = {"del": "delete"}
@@ -74,11 +81,23 @@ class FileContext:
     path: str
     source: bytes
     tree: ast.Module
+    index: ProjectIndex | None = None
+    module: str | None = None
+    package: str | None = None
+    # An inference of this tree built by the project's first pass, reused.
+    prepared: Inference | None = None
     inference: Inference = field(init=False)
     parents: dict[ast.AST, ast.AST] = field(init=False, default_factory=dict)
+    _scopes: dict[ast.AST, ast.AST] = field(init=False, default_factory=dict)
+    _key_texts: dict[ast.AST, str | None] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.inference = Inference.of(self.tree)
+        if self.prepared is not None:
+            self.inference = self.prepared
+            if self.index is not None:
+                self.inference.use_index(self.index)
+        else:
+            self.inference = Inference.of(self.tree, self.index, self.module, self.package)
         # One traversal gives both the parent links and the node list the rules scan.
         self.nodes: list[ast.AST] = [self.tree]
         for parent in self.nodes:
@@ -87,9 +106,16 @@ class FileContext:
                 self.nodes.append(child)
 
     @classmethod
-    def parse(cls, path: str, source: bytes) -> FileContext:
+    def parse(
+        cls,
+        path: str,
+        source: bytes,
+        index: ProjectIndex | None = None,
+        module: str | None = None,
+        package: str | None = None,
+    ) -> FileContext:
         """Raises SyntaxError or ValueError for anything that is not Python source."""
-        return cls(path, source, ast.parse(source, filename=path))
+        return cls(path, source, ast.parse(source, filename=path), index, module, package)
 
     @cached_property
     def calls(self) -> list[RedisCall]:
@@ -123,27 +149,107 @@ class FileContext:
 
     def scope_of(self, node: ast.AST) -> ast.AST:
         """The function (or the module) whose body holds `node`."""
-        return next((a for a in self.ancestors(node) if isinstance(a, _Function)), self.tree)
+        found = self._scopes.get(node)
+        if found is None:
+            found = next((a for a in self.ancestors(node) if isinstance(a, _Function)), self.tree)
+            self._scopes[node] = found
+        return found
+
+    def key_text(self, call: RedisCall) -> str | None:
+        """The call's key, resolved through a local variable assigned once, as text:
+        computed once per call, so rules that pair calls compare strings."""
+        if call.node not in self._key_texts:
+            key = self.resolved(call.key, self.scope_of(call.node))
+            self._key_texts[call.node] = None if key is None else ast.dump(key)
+        return self._key_texts[call.node]
+
+    def by_key(self, calls: Iterable[RedisCall]) -> dict[str, list[RedisCall]]:
+        """Calls grouped by `key_text`: a rule looks up the few calls that can share a
+        key instead of comparing every pair (linear, not quadratic, in the calls)."""
+        grouped: dict[str, list[RedisCall]] = {}
+        for call in calls:
+            text = self.key_text(call)
+            if text is not None:
+                grouped.setdefault(text, []).append(call)
+        return grouped
+
+    def with_key(self, grouped: dict[str, list[RedisCall]], call: RedisCall) -> list[RedisCall]:
+        """The calls of `grouped` that name the same key as `call` (`same_key`)."""
+        text = self.key_text(call)
+        if text is None:
+            return []
+        return [other for other in grouped.get(text, ()) if self.same_key(other, call)]
 
     def same_key(self, a: RedisCall, b: RedisCall) -> bool:
-        """Whether two calls name the same key. Keys written the same way match across the
-        file (`self.key`, `f"lock:{name}"`, a constant, a parameter named `key` in both
-        `acquire(key)` and `release(key)`), except a plain local variable, which only
-        matches within its own function: `for key in ...` elsewhere is another key."""
-        if not same_expression(a.key, b.key):
+        """Whether two calls name the same key. A local variable stands for the value it
+        is assigned once in its function (`key = f"lock:{name}"` in both `acquire` and
+        `release`); keys then match when written the same way. Across two functions, a
+        key built from a parameter (`key`, `name`) only matches when the functions are
+        methods of one class, or module-level functions one of which says it deals with
+        a lock (acquire, release, lock, unlock): two unrelated functions' `key`
+        parameters are different keys. A
+        local variable assigned more than once, or a loop variable, only matches within its
+        own function."""
+        text = self.key_text(a)
+        if text is None or text != self.key_text(b):
             return False
         first, second = self.scope_of(a.node), self.scope_of(b.node)
-        if first is second or not isinstance(a.key, ast.Name):
+        if first is second:
             return True
-        name = a.key.id
-        return not (self._local_variable(name, first) or self._local_variable(name, second))
+        key_a = self.resolved(a.key, first)
+        assert key_a is not None
+        names = {n.id for n in ast.walk(key_a) if isinstance(n, ast.Name)}
+        if any(self._local_variable(n, first) or self._local_variable(n, second) for n in names):
+            return False
+        if any(self._parameter(n, first) or self._parameter(n, second) for n in names):
+            return self._related(first, second)
+        return True
+
+    def resolved(self, key: ast.expr | None, scope: ast.AST) -> ast.expr | None:
+        """`key` itself, or for a local variable assigned exactly once in `scope`, the
+        expression it was assigned (followed through a few such variables)."""
+        for _ in range(3):
+            if not isinstance(key, ast.Name) or not self._local_variable(key.id, scope):
+                return key
+            bindings = self.inference.scopes.get(scope, {}).get(key.id, [])
+            if len(bindings) != 1 or bindings[0].value is None:
+                return key
+            key = bindings[0].value
+        return key
+
+    def _parameter(self, name: str, scope: ast.AST) -> bool:
+        if not isinstance(scope, _Function):
+            return False
+        args = scope.args
+        parameters = [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
+        return any(p is not None and p.arg == name for p in parameters)
+
+    def _related(self, first: ast.AST, second: ast.AST) -> bool:
+        """Methods of one class; or two module-level functions, one of them named for a
+        lock (`acquire(key)` and `release(key)`). A method and a module-level function
+        never share a parameter's meaning."""
+        methods = self.inference.method_class
+        owner = methods.get(first)
+        if owner is not None or methods.get(second) is not None:
+            return owner is not None and owner is methods.get(second)
+        return any(
+            isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef)
+            and any(word in f.name.lower() for word in _LOCK_WORDS)
+            for f in (first, second)
+        )
+
+    def same_owner(self, a: ast.AST, b: ast.AST) -> bool:
+        """Whether two nodes sit in one function, or in methods of one class."""
+        first, second = self.scope_of(a), self.scope_of(b)
+        if first is second:
+            return True
+        owner = self.inference.method_class.get(first)
+        return owner is not None and owner is self.inference.method_class.get(second)
 
     def _local_variable(self, name: str, scope: ast.AST) -> bool:
         if not isinstance(scope, _Function) or name not in self.inference.scopes.get(scope, {}):
             return False
-        args = scope.args
-        parameters = [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
-        return all(p is None or p.arg != name for p in parameters)
+        return not self._parameter(name, scope)
 
     def enclosing_loops(self, node: ast.AST) -> Iterator[ast.AST]:
         """Loops and comprehensions around `node` inside its own function, innermost first.

@@ -11,6 +11,11 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from seawall.lint._context import FileContext
 
+# Not a rule: the code of the finding for a file that could not be read or parsed (a
+# syntax error, Python 2, binary data, a bad encoding). Reported like any finding, so it
+# shows in every output format and a run with one exits 1, not 2.
+PARSE_ERROR = "SW000"
+
 # A rule's check yields the node to point at and the message to print there.
 Check = Callable[["FileContext"], Iterator[tuple[ast.AST, str]]]
 

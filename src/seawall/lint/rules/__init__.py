@@ -5,13 +5,17 @@ from __future__ import annotations
 
 from seawall.lint._model import Rule
 from seawall.lint.rules import (
+    client_per_call,
     del_release,
     flush,
     getset_lock,
     keys,
+    lock_expiry,
     loop_commands,
+    lua_keys,
     setnx_expire,
     socket_timeout,
+    sync_in_async,
     unbounded_read,
 )
 
@@ -24,5 +28,9 @@ RULES: tuple[Rule, ...] = (
     loop_commands.check,
     unbounded_read.check,
     socket_timeout.check,
+    lock_expiry.check,
+    lua_keys.check,
+    sync_in_async.check,
+    client_per_call.check,
 )
 BY_CODE: dict[str, Rule] = {r.code: r for r in RULES}

@@ -7,19 +7,18 @@ from collections.abc import Iterator
 
 from seawall.lint._context import FileContext, RedisCall, same_expression
 from seawall.lint._model import rule
+from seawall.lint.rules.lock_expiry import looks_like_a_lock
 
 _RELEASES = ("delete", "unlink")
 
 
-def _compared_get(ctx: FileContext, release: RedisCall) -> bool:
+def _compared_get(
+    ctx: FileContext, release: RedisCall, all_gets: dict[str, list[RedisCall]]
+) -> bool:
     """Whether the release sits under an `if` that tests a GET of the same key, directly
     (`if r.get(k) == token:`) or through a name assigned from it in the same function."""
     scope = ctx.scope_of(release.node)
-    gets = [
-        g
-        for g in ctx.commands("get")
-        if same_expression(g.key, release.key) and ctx.scope_of(g.node) is scope
-    ]
+    gets = [g for g in ctx.with_key(all_gets, release) if ctx.scope_of(g.node) is scope]
     if not gets:
         return False
     read_into = set()
@@ -43,6 +42,19 @@ def _compared_get(ctx: FileContext, release: RedisCall) -> bool:
     return False
 
 
+def _watched(ctx: FileContext, release: RedisCall, watches: list[RedisCall]) -> bool:
+    """Whether the same function WATCHes the released key before the DEL: the DEL then
+    runs in a MULTI/EXEC that fails if the key changed after the WATCH."""
+    scope = ctx.scope_of(release.node)
+    key = ctx.resolved(release.key, scope)
+    return any(
+        ctx.scope_of(w.node) is scope
+        and w.node.lineno <= release.node.lineno
+        and any(same_expression(ctx.resolved(a, scope), key) for a in w.args)
+        for w in watches
+    )
+
+
 @rule("SW005", "del-release")
 def check(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
     """A lock released with a plain DEL removes whatever is in the key: if the holder ran
@@ -54,16 +66,25 @@ def check(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
     Fix: store a random token when taking the lock and release with one Lua script that
     deletes only if the key still holds that token (redis-py's Lock, `seawall.Lock`).
     Reported at a DEL (or UNLINK: the same race) of a key the file sets with SETNX or
-    `set(..., nx=True)`, and at a DEL under an `if` that compares a GET of the same key.
-    UNLINK of any other key is fine and never reported.
+    `set(..., nx=True)` as a lock (the key or the setting function is named for a lock,
+    or the DEL sits in a release/unlock/__exit__), and at a DEL under an `if` that
+    compares a GET of the same key. A cache's "add" (SET NX of a value, later deleted as
+    an ordinary key) is not a lock.
+    UNLINK of any other key is fine and never reported, and so is a DEL of a key the same
+    function WATCHes first (the check-and-delete is then one optimistic transaction).
     """
     locks = [
         c for c in ctx.calls if c.command == "setnx" or (c.command == "set" and c.has_keyword("nx"))
     ]
+    watches = list(ctx.commands("watch"))
+    gets = ctx.by_key(ctx.commands("get"))
+    grouped_locks = ctx.by_key(locks)
     for call in ctx.commands(*_RELEASES):
         if len(call.args) > 1:
             continue  # deleting many keys at once is cleanup, not a release
-        if _compared_get(ctx, call):
+        if _watched(ctx, call, watches):
+            continue  # WATCH, GET, compare, MULTI, DEL, EXEC: the transaction is atomic
+        if _compared_get(ctx, call, gets):
             yield (
                 call.node,
                 (
@@ -72,7 +93,9 @@ def check(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
                     "in one Lua script (or use seawall.Lock)"
                 ),
             )
-        elif any(ctx.same_key(lock, call) for lock in locks):
+        elif any(
+            looks_like_a_lock(ctx, lock, [call]) for lock in ctx.with_key(grouped_locks, call)
+        ):
             yield (
                 call.node,
                 (

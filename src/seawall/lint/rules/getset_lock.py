@@ -65,13 +65,13 @@ def check(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
     the file also sets with SETNX/`nx=True`, or whose new value is a deadline (now + a
     timeout, or a name saying expires/deadline/timeout/until).
     """
-    taken = [
+    taken = ctx.by_key(
         c for c in ctx.calls if c.command == "setnx" or (c.command == "set" and c.has_keyword("nx"))
-    ]
+    )
     for call in ctx.calls:
         if not _swaps(call):
             continue
-        if any(ctx.same_key(t, call) for t in taken) or _is_a_deadline(_value(call)):
+        if ctx.with_key(taken, call) or _is_a_deadline(_value(call)):
             yield (
                 call.node,
                 (

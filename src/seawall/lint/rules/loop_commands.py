@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 from seawall.lint._bindings import Kind
 from seawall.lint._context import FileContext, RedisCall
@@ -97,8 +98,71 @@ def _per_item(call: RedisCall, loop: ast.AST, varying: set[str]) -> bool:
     return _uses(arguments, varying)
 
 
-def _message(call: RedisCall, loop: ast.AST) -> str:
-    key_changes = call.key is not None and _uses([call.key], _varying(loop))
+@dataclass
+class _Exits:
+    """What a loop body tests and whether it can leave early: computed once per loop."""
+
+    exits: bool = False
+    tested_names: set[str] = field(default_factory=set)
+    tested_nodes: set[ast.AST] = field(default_factory=set)
+
+
+def _exits(ctx: FileContext, loop: ast.AST) -> _Exits:
+    found = _Exits()
+    body = getattr(loop, "body", None)
+    if not isinstance(body, list):
+        return found  # a comprehension runs to the end
+    for node in _own_nodes(body):
+        if isinstance(node, ast.Return) or (
+            isinstance(node, ast.Break) and _loop_of(ctx, node) is loop
+        ):
+            found.exits = True
+        elif isinstance(node, ast.If | ast.While | ast.IfExp):
+            for tested in ast.walk(node.test):
+                found.tested_nodes.add(tested)
+                if isinstance(tested, ast.Name):
+                    found.tested_names.add(tested.id)
+    return found
+
+
+def _exits_on_hit(ctx: FileContext, call: RedisCall, exits: _Exits) -> bool:
+    """Whether the loop stops at the first item whose reply answers (`for q in queues:
+    job = r.lpop(q)`, `if job: return job`): batching would run the command for every
+    item, and pop or change what the loop meant to leave alone."""
+    if not exits.exits:
+        return False
+    if call.node in exits.tested_nodes:
+        return True
+    parent = ctx.parents.get(call.node)
+    while isinstance(parent, ast.Await):
+        parent = ctx.parents.get(parent)
+    if isinstance(parent, ast.Assign | ast.AnnAssign | ast.NamedExpr):
+        targets = parent.targets if isinstance(parent, ast.Assign) else [parent.target]
+        replies = {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        return bool(replies & exits.tested_names)
+    return False
+
+
+def _own_nodes(body: list[ast.stmt]) -> Iterator[ast.AST]:
+    """The nodes of a loop body, without the bodies of functions defined in it."""
+    pending: list[ast.AST] = list(body)
+    while pending:
+        node = pending.pop()
+        yield node
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+            pending.extend(ast.iter_child_nodes(node))
+
+
+def _loop_of(ctx: FileContext, node: ast.AST) -> ast.AST | None:
+    """The loop a `break` leaves."""
+    return next(
+        (a for a in ctx.ancestors(node) if isinstance(a, ast.For | ast.AsyncFor | ast.While)),
+        None,
+    )
+
+
+def _message(call: RedisCall, varying: set[str]) -> str:
+    key_changes = call.key is not None and _uses([call.key], varying)
     if key_changes:
         batched = _MULTI_KEY.get(call.command)
         form = f"one {batched} of all the keys" if batched else None
@@ -126,14 +190,26 @@ def check(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
     loop, an async for loop or a comprehension when an argument depends on the loop
     variable (directly or through names the body computes from it), or inside a while
     loop when the key is reassigned in the loop body. SETNX and `set(..., nx=True)` are
-    never reported: a lock is taken on its own, and retried.
+    never reported: a lock is taken on its own, and retried. Nor is a loop that stops at
+    the first item whose reply answers (a `return` or `break` in the loop and a test of
+    the reply, as in a priority-ordered LPOP over several queues): a pipeline would send
+    the command for every item and pop from queues the loop meant to leave alone.
     """
+    # Each loop's varying names are computed once, not once per call in it: a loop of n
+    # calls costs O(n), not O(n^2).
+    varying: dict[ast.AST, set[str]] = {}
+    exits: dict[ast.AST, _Exits] = {}
     for call in ctx.calls:
         if call.receiver is not Kind.CLIENT or call.command not in PER_KEY_COMMANDS:
             continue
         if call.command == "setnx" or call.has_keyword("nx"):
             continue  # taking a lock in a loop is a retry, and a lock is taken alone
         for loop in ctx.enclosing_loops(call.node):
-            if _per_item(call, loop, _varying(loop)):
-                yield call.node, _message(call, loop)
+            if loop not in varying:
+                varying[loop] = _varying(loop)
+            if _per_item(call, loop, varying[loop]):
+                if loop not in exits:
+                    exits[loop] = _exits(ctx, loop)
+                if not _exits_on_hit(ctx, call, exits[loop]):
+                    yield call.node, _message(call, varying[loop])
                 break

@@ -43,6 +43,25 @@ def _reads_everything(call: RedisCall) -> bool:
     return call.command in WHOLE_READS
 
 
+# Commands that add a hash field, the field name as their second argument.
+_FIELD_WRITES = ("hset", "hsetnx", "hincrby", "hincrbyfloat")
+
+
+def _grows(ctx: FileContext, read: RedisCall, writes: dict[str, list[RedisCall]]) -> bool:
+    """Whether the file adds fields to the hash under names it computes (`hset(key,
+    session_id, ...)`, `hincrby(key, page)`, a mapping built by a comprehension): a hash
+    used as a collection, not an object with a fixed set of fields."""
+    for write in ctx.with_key(writes, read):
+        field = write.args[1] if len(write.args) > 1 else write.keyword("key")
+        mapping = write.keyword("mapping")
+        computed = (field is not None and not isinstance(field, ast.Constant)) or isinstance(
+            mapping, ast.DictComp
+        )
+        if computed:
+            return True
+    return False
+
+
 @rule("SW007", "unbounded-read")
 def check(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
     """HGETALL, HKEYS, HVALS, SMEMBERS and LRANGE/ZRANGE to -1 return the whole collection
@@ -52,14 +71,20 @@ def check(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
     known N, or HSCAN/SSCAN/ZSCAN instead.
 
     Fix: iterate with hscan_iter/sscan_iter/zscan_iter, read in pages, fetch only the
-    fields you need, or keep the collection bounded (LTRIM, ZREMRANGEBYRANK). Not reported
-    when the file checks the same key's size (HLEN, SCARD, LLEN, ZCARD) or trims it.
+    fields you need, or keep the collection bounded (LTRIM, ZREMRANGEBYRANK). HGETALL is
+    reported only for a hash the file fills with computed field names (HSET/HINCRBY of a
+    variable field): most HGETALLs read a small object of fixed fields. Not reported
+    when the same function, or another method of the same class, checks the same key's
+    size (HLEN, SCARD, LLEN, ZCARD) or trims it.
     """
-    bounded = [c for c in ctx.commands(*BOUNDING)]
+    bounded = ctx.by_key(ctx.commands(*BOUNDING))
+    writes = ctx.by_key(ctx.commands(*_FIELD_WRITES))
     for call in ctx.calls:
         if not _reads_everything(call):
             continue
-        if any(ctx.same_key(b, call) for b in bounded):
+        if call.command == "hgetall" and not _grows(ctx, call, writes):
+            continue  # most HGETALLs read an object of a few fixed fields
+        if any(ctx.same_owner(b.node, call.node) for b in ctx.with_key(bounded, call)):
             continue
         whole = "to -1" if call.command in ("lrange", "zrange", "zrevrange") else ""
         yield (

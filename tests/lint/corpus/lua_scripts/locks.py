@@ -1,0 +1,13 @@
+import redis
+
+RESET_ALL = """
+local locks = redis.call('keys', 'lock:*')
+for _, lock in ipairs(locks) do
+    redis.call('del', lock)
+end
+return #locks
+"""
+
+
+def reset_all(client: redis.Redis) -> int:
+    return client.register_script(RESET_ALL)()

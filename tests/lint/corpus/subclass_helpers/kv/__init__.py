@@ -1,0 +1,5 @@
+from .autocomplete import Autocomplete
+from .cache import Cache
+from .database import Database
+
+__all__ = ["Autocomplete", "Cache", "Database"]
