@@ -57,7 +57,6 @@ ROOT = Path(__file__).resolve().parent.parent
 PENDING = {
     "docs/sqlalchemy.md",
     "docs/cdc.md",
-    "docs/lint.md",
 }
 
 LOCAL = [("localhost", 6379), ("127.0.0.1", 6379)]
