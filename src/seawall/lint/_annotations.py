@@ -97,6 +97,26 @@ def element_kind(annotation: ast.expr, qualname: Qualname) -> Kind:
     return Kind.CLIENT if any(kind(e, qualname) is Kind.CLIENT for e in elements) else Kind.UNKNOWN
 
 
+def _type_names(annotation: ast.expr) -> list[ast.Name | ast.Attribute]:
+    """The names of types in an annotation, a dotted one whole (`typing.Any`, not also
+    `typing`, which named a module, not a type, and made `_t.Any` read as a real type)."""
+    found: list[ast.Name | ast.Attribute] = []
+    stack = [annotation]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Name | ast.Attribute):
+            found.append(node)
+        else:
+            stack.extend(ast.iter_child_nodes(node))  # type: ignore[arg-type]
+    return found
+
+
+def _dotted(node: ast.Name | ast.Attribute) -> str:
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name | ast.Attribute):
+        return f"{_dotted(node.value)}.{node.attr}"
+    return _last(node)
+
+
 def kind(annotation: ast.expr, qualname: Qualname) -> Kind:
     """CLIENT or PIPELINE for a redis class (alone, optional or in a union), OTHER for any
     other type (a collection of clients included), UNKNOWN for `Any`/`Optional` alone."""
@@ -108,11 +128,10 @@ def kind(annotation: ast.expr, qualname: Qualname) -> Kind:
     if collections and all(collections):
         return Kind.OTHER  # list[Redis], dict[str, Redis] | None
     named = [
-        qualname(n) or _last(n)
+        qualname(n) or _dotted(n)
         for a in alternatives
         if _element(a) is None
-        for n in ast.walk(a)
-        if isinstance(n, ast.Name | ast.Attribute)
+        for n in _type_names(a)
     ]
     for qualified in named:
         parts = qualified.split(".")

@@ -75,6 +75,41 @@ def _class_facts(inference: Inference, cls: ast.ClassDef, facts: ModuleFacts) ->
     for statement in cls.body:
         if isinstance(statement, _Function):
             _function_facts(inference, statement, f"{cls.name}.{statement.name}", facts)
+            if statement.name == "__init__":
+                _super_init_arguments(inference, cls, statement, facts)
+
+
+def _super_init_arguments(
+    inference: Inference, cls: ast.ClassDef, init: _Function, facts: ModuleFacts
+) -> None:
+    """`super().__init__(client, ...)` in a subclass's `__init__` passes a client to its
+    base's `__init__` (a `RedisCache(BaseRedisCache)` that builds the client and hands it
+    to the base class, which keeps it as `self._write_client`)."""
+    bases = [
+        inference.qualname(base)
+        or (f"{inference.module}.{base.id}" if isinstance(base, ast.Name) else None)
+        for base in cls.bases
+    ]
+    if not bases or bases[0] is None or bases[0].split(".")[0] in PACKAGES:
+        return
+    for node in ast.walk(init):
+        if not (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "__init__"
+            and isinstance(node.func.value, ast.Call)
+            and isinstance(node.func.value.func, ast.Name)
+            and node.func.value.func.id == "super"
+        ):
+            continue
+        for position, argument in enumerate(node.args):
+            if isinstance(argument, ast.Starred):
+                break
+            if inference.kind(argument) is Kind.CLIENT:
+                facts.client_arguments.add((bases[0], position, None))
+        for keyword in node.keywords:
+            if keyword.arg is not None and inference.kind(keyword.value) is Kind.CLIENT:
+                facts.client_arguments.add((bases[0], None, keyword.arg))
 
 
 def _client_arguments(inference: Inference, facts: ModuleFacts) -> None:

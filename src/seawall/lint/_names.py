@@ -467,7 +467,11 @@ class Inference(Bindings):
                 kinds.append(Kind.CLIENT)
             if (
                 binding.init_of is not None
-                and binding.annotation is None
+                # No annotation, or one that says nothing (`client: Any`)
+                and (
+                    binding.annotation is None
+                    or self.annotation_kind(binding.annotation) is Kind.UNKNOWN
+                )
                 and self._passed_a_client(binding)
             ):
                 kinds.append(Kind.CLIENT)
