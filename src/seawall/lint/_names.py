@@ -336,14 +336,27 @@ class Inference(Bindings):
         self._client_classes[class_name] = found
         return found
 
-    def _is_client_class(self, base: ast.expr) -> bool:
+    def _is_client_class(self, base: ast.expr, depth: int = 0) -> bool:
+        if isinstance(base, ast.Subscript):  # Redis[bytes]: the generic class itself
+            base = base.value
         qualified = self.qualname(base)
         if qualified is not None:
             parts = qualified.split(".")
             if parts[0] in PACKAGES:
                 return parts[-1] in CLIENT_CLASSES
             return self.index is not None and self.index.is_client_class(qualified)
-        return isinstance(base, ast.Name) and self.subclasses_client(base.id)
+        if not isinstance(base, ast.Name):
+            return False
+        # An alias of a client class, bound differently for type checkers and at run time
+        # (`BaseRedis = Redis[bytes]` under TYPE_CHECKING, else `BaseRedis = Redis`).
+        aliases = [b.value for b in self._name_bindings(base) if b.value is not None]
+        if depth < 3 and any(
+            isinstance(v, ast.Name | ast.Attribute | ast.Subscript)
+            and self._is_client_class(v, depth + 1)
+            for v in aliases
+        ):
+            return True
+        return self.subclasses_client(base.id)
 
     def bindings_of(self, expr: ast.expr) -> list[Binding]:
         """Where a name or attribute chain is bound in the file (empty for anything else)."""
