@@ -63,16 +63,23 @@ def check(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
     Fix: find the keys in the client with `scan_iter(match=..., count=...)` and pass them
     to the script in KEYS[] (in batches), or delete what you mean to with `unlink`.
     Reported at a `redis.call`/`redis.pcall` of KEYS, FLUSHALL or FLUSHDB inside a
-    Python string literal (a script given to `register_script`, `eval` or a constant),
+    Python string or bytes literal (a script given to `register_script`, `eval` or a
+    constant),
     and in `.lua` files under the checked paths. Docstrings and Lua comments are left
     out. Known false positives: a string that only quotes such a script as an example.
     """
     for node in ctx.nodes:
-        if not (isinstance(node, ast.Constant) and isinstance(node.value, str)):
+        if not isinstance(node, ast.Constant):
             continue
-        if "call" not in node.value or _docstring(ctx, node):
+        if isinstance(node.value, bytes):  # b"""...""": scripts are often kept as bytes
+            text = node.value.decode("utf-8", "replace")
+        elif isinstance(node.value, str):
+            text = node.value
+        else:
             continue
-        for line, column, message in scan_lua(node.value):
+        if "call" not in text or _docstring(ctx, node):
+            continue
+        for line, column, message in scan_lua(text):
             position = _Position()
             position.lineno = node.lineno + line - 1
             position.end_lineno = position.lineno
@@ -80,6 +87,6 @@ def check(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
                 position.col_offset = node.col_offset
             else:
                 # A triple-quoted script keeps its indentation: the column is the source's.
-                text = node.value.splitlines()[line - 1]
-                position.col_offset = len(text[: column - 1].encode("utf-8"))
+                source_line = text.splitlines()[line - 1]
+                position.col_offset = len(source_line[: column - 1].encode("utf-8"))
             yield position, message
