@@ -15,3 +15,11 @@ def dequeue(queue_names: list[str]) -> tuple[str, bytes] | None:
 def requeue_all(job_ids: list[str]) -> None:
     for job_id in job_ids:
         connection.rpush("queue:default", job_id)
+
+
+class Queue:
+    """Holds the connection a registry's pipelines come from."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.connection = connection
