@@ -84,7 +84,16 @@ def _check_codes(codes: set[str], known: set[str], where: str) -> None:
     is_eager=True,
     help="print why a rule exists and how to fix what it finds, then exit",
 )
-@click.option("--select", default=None, help="only these rule codes, comma-separated")
+@click.option(
+    "--select",
+    default=None,
+    help="only these rule codes, comma-separated (default: every rule but SW007)",
+)
+@click.option(
+    "--extend-select",
+    default=None,
+    help="these rule codes besides the default ones (SW007 is asked for so), comma-separated",
+)
 @click.option(
     "--ignore", default=None, help="skip these rule codes (added to the config's), comma-separated"
 )
@@ -126,6 +135,7 @@ def command(
     paths: tuple[str, ...],
     output_format: str,
     select: str | None,
+    extend_select: str | None,
     ignore: str | None,
     exclude: str | None,
     extend_exclude: str | None,
@@ -155,6 +165,7 @@ def command(
     where = config.source or "pyproject.toml"
     rule_codes = set(BY_CODE)
     _check_codes(set(config.select or ()), rule_codes, f"{where} select")
+    _check_codes(set(config.extend_select), rule_codes, f"{where} extend-select")
     _check_codes(set(config.ignore), rule_codes | {PARSE_ERROR}, f"{where} ignore")
     for codes in config.per_file_ignores.values():
         _check_codes(set(codes), rule_codes | {PARSE_ERROR}, f"{where} per-file-ignores")
@@ -162,10 +173,14 @@ def command(
     skipped = _codes(ignore) | set(config.ignore)
     _check_codes(_codes(select) | _codes(ignore), rule_codes | {PARSE_ERROR}, "--select/--ignore")
     _check_codes(_codes(select), rule_codes, "--select")
+    _check_codes(_codes(extend_select), rule_codes, "--extend-select")
+    if not chosen:  # the default rules, and those asked for by name
+        chosen = {r.code for r in RULES if r.default}
+    chosen |= _codes(extend_select) | set(config.extend_select)
     extra = _per_file(per_file_ignores)
     for codes in extra.values():
         _check_codes(set(codes), rule_codes | {PARSE_ERROR}, "--per-file-ignores")
-    rules = [r for r in RULES if (not chosen or r.code in chosen) and r.code not in skipped]
+    rules = [r for r in RULES if r.code in chosen and r.code not in skipped]
     selection = Selection(
         exclude=_patterns(exclude) if exclude is not None else config.exclude,
         extend_exclude=[*config.extend_exclude, *_patterns(extend_exclude)],

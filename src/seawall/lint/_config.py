@@ -29,6 +29,7 @@ class ConfigError(ValueError):
 @dataclass
 class Config:
     select: list[str] | None = None
+    extend_select: list[str] = field(default_factory=list)
     ignore: list[str] = field(default_factory=list)
     exclude: list[str] = field(default_factory=lambda: list(DEFAULT_EXCLUDE))
     extend_exclude: list[str] = field(default_factory=list)
@@ -38,7 +39,15 @@ class Config:
     source: str | None = None  # the pyproject.toml read, if any
 
 
-_KEYS = {"select", "ignore", "exclude", "extend-exclude", "per-file-ignores", "respect-gitignore"}
+_KEYS = {
+    "select",
+    "extend-select",
+    "ignore",
+    "exclude",
+    "extend-exclude",
+    "per-file-ignores",
+    "respect-gitignore",
+}
 
 
 def find_pyproject(start: str) -> str | None:
@@ -84,6 +93,9 @@ def load(path: str) -> Config:
     config = Config(root=os.path.dirname(os.path.abspath(path)), source=path)
     if "select" in table:
         config.select = [c.upper() for c in _strings(path, "select", table["select"])]
+    if "extend-select" in table:
+        extend = _strings(path, "extend-select", table["extend-select"])
+        config.extend_select = [c.upper() for c in extend]
     config.ignore = [c.upper() for c in _strings(path, "ignore", table.get("ignore", []))]
     if "exclude" in table:
         config.exclude = _strings(path, "exclude", table["exclude"])

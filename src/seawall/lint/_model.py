@@ -28,6 +28,9 @@ class Rule:
     code: str
     name: str
     check: Check
+    # Run unless rules are chosen (`--select`); False for a rule whose findings need a
+    # judgement the code cannot show (how big a collection grows): asked for by name.
+    default: bool = True
 
     @property
     def rationale(self) -> str:
@@ -58,10 +61,10 @@ class Finding:
         }
 
 
-def rule(code: str, name: str) -> Callable[[Check], Rule]:
+def rule(code: str, name: str, *, default: bool = True) -> Callable[[Check], Rule]:
     """Turn a check function into a `Rule` (the ruff model: one function, one code)."""
 
     def wrap(check: Check) -> Rule:
-        return Rule(code=code, name=name, check=check)
+        return Rule(code=code, name=name, check=check, default=default)
 
     return wrap

@@ -62,7 +62,7 @@ def _grows(ctx: FileContext, read: RedisCall, writes: dict[str, list[RedisCall]]
     return False
 
 
-@rule("SW007", "unbounded-read")
+@rule("SW007", "unbounded-read", default=False)
 def check(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
     """HGETALL, HKEYS, HVALS, SMEMBERS and LRANGE/ZRANGE to -1 return the whole collection
     in one reply. Collections grow: at 100,000 elements one call blocks the server for
