@@ -143,6 +143,40 @@ def _exits_on_hit(ctx: FileContext, call: RedisCall, exits: _Exits) -> bool:
     return False
 
 
+def _decided(loop: ast.AST, sent: set[ast.AST]) -> set[ast.AST]:
+    """Commands of the loop that decide, or are decided by, another command's reply in
+    the same iteration (`if not r.zrange(k, 0, 0): r.delete(k) else: r.zrem(k, m)`): one
+    pipeline cannot send them, as each waits for the answer before it; the fix is two
+    passes, not the batching the message advises. A test of a reply with no command under
+    it (`v = r.get(k)`, `if v: found.append(v)`) decides nothing: MGET still fits."""
+    body = getattr(loop, "body", None)
+    if not isinstance(body, list):
+        return set()
+    replies: dict[str, ast.AST] = {}  # name -> the command whose reply it holds
+    for node in _own_nodes(body):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            value = node.value.value if isinstance(node.value, ast.Await) else node.value
+            target = node.targets[0]
+            if value in sent and isinstance(target, ast.Name):
+                replies[target.id] = value
+    decided: set[ast.AST] = set()
+    for node in _own_nodes(body):
+        if not isinstance(node, ast.If | ast.While):
+            continue
+        deciding = {n for n in ast.walk(node.test) if n in sent}
+        deciding |= {
+            replies[n.id]
+            for n in ast.walk(node.test)
+            if isinstance(n, ast.Name) and n.id in replies
+        }
+        if not deciding:
+            continue
+        under = {n for part in (node.body, node.orelse) for n in _own_nodes(part) if n in sent}
+        if under:
+            decided |= deciding | under
+    return decided
+
+
 def _own_nodes(body: list[ast.stmt]) -> Iterator[ast.AST]:
     """The nodes of a loop body, without the bodies of functions defined in it."""
     pending: list[ast.AST] = list(body)
@@ -193,12 +227,16 @@ def check(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
     never reported: a lock is taken on its own, and retried. Nor is a loop that stops at
     the first item whose reply answers (a `return` or `break` in the loop and a test of
     the reply, as in a priority-ordered LPOP over several queues): a pipeline would send
-    the command for every item and pop from queues the loop meant to leave alone.
+    the command for every item and pop from queues the loop meant to leave alone. Nor
+    are commands that decide, or are decided by, another command's reply in the same
+    iteration (`if not r.exists(k): r.xadd(k, ...)`): they cannot share one pipeline.
     """
     # Each loop's varying names are computed once, not once per call in it: a loop of n
     # calls costs O(n), not O(n^2).
     varying: dict[ast.AST, set[str]] = {}
     exits: dict[ast.AST, _Exits] = {}
+    decided: dict[ast.AST, set[ast.AST]] = {}
+    sent: set[ast.AST] = {c.node for c in ctx.calls if c.receiver is Kind.CLIENT}
     for call in ctx.calls:
         if call.receiver is not Kind.CLIENT or call.command not in PER_KEY_COMMANDS:
             continue
@@ -210,6 +248,8 @@ def check(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
             if _per_item(call, loop, varying[loop]):
                 if loop not in exits:
                     exits[loop] = _exits(ctx, loop)
-                if not _exits_on_hit(ctx, call, exits[loop]):
+                if loop not in decided:
+                    decided[loop] = _decided(loop, sent)
+                if call.node not in decided[loop] and not _exits_on_hit(ctx, call, exits[loop]):
                     yield call.node, _message(call, varying[loop])
                 break
