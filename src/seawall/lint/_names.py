@@ -47,7 +47,12 @@ if TYPE_CHECKING:
 
 POOL_CLASSES = frozenset({"ConnectionPool", "BlockingConnectionPool"})
 
-_SENTINEL_CLIENTS = frozenset({"master_for", "slave_for"})
+# Methods that give a client: a Sentinel's, and a cluster client's per node.
+_SENTINEL_CLIENTS = frozenset({"master_for", "slave_for", "get_redis_connection"})
+# Client classes named so that no other library's class is likely to share the name,
+# recognised at the end of any attribute chain (`self.dependency.cluster.RedisCluster`,
+# the redis module kept on an attribute and imported lazily).
+_DISTINCT_CLIENT_CLASSES = frozenset({"RedisCluster", "StrictRedis", "ValkeyCluster"})
 _SHORT_NAMES = frozenset({"r", "rc", "rds"})
 _PACKAGE_WORDS = frozenset({"redis", "valkey", "aioredis"})
 _CLIENT_WORDS = frozenset(
@@ -148,6 +153,9 @@ class Inference(Bindings):
         """Whether `call` builds a redis client or connection pool, and which."""
         name = self.qualname(call.func)
         if name is None:
+            func = call.func
+            if isinstance(func, ast.Attribute) and func.attr in _DISTINCT_CLIENT_CLASSES:
+                return Constructor.CLIENT
             return None
         parts = name.split(".")
         if parts[0] not in PACKAGES or len(parts) < 2:
