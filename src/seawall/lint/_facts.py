@@ -41,12 +41,35 @@ def facts_of(inference: Inference, tree: ast.Module) -> ModuleFacts:
     return facts
 
 
+_EXPIRES = frozenset({"expire", "pexpire", "expireat", "pexpireat", "getset"})
+_EXPIRY_KEYWORDS = frozenset({"ex", "px", "exat", "pxat", "keepttl"})
+
+
+def _sets_without_expiry(inference: Inference, function: _Function) -> bool:
+    """SETNX (or set(..., nx=True) without an expiry) on a client, and no EXPIRE or
+    GETSET anywhere in the function."""
+    found = False
+    for node in ast.walk(function):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        if node.func.attr in _EXPIRES:
+            return False
+        keywords = {k.arg for k in node.keywords}
+        if node.func.attr == "setnx" or (
+            node.func.attr == "set" and "nx" in keywords and not keywords & _EXPIRY_KEYWORDS
+        ):
+            found = found or inference.kind(node.func.value) is Kind.CLIENT
+    return found
+
+
 def _function_facts(
     inference: Inference,
     function: ast.FunctionDef | ast.AsyncFunctionDef,
     name: str,
     facts: ModuleFacts,
 ) -> None:
+    if "." in name and _sets_without_expiry(inference, function):
+        facts.unexpiring_setters.add(function.name)
     kind = inference.function_returns_kind(function)
     if kind is Kind.CLIENT:
         facts.factories.add(name)

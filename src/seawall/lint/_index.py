@@ -43,6 +43,9 @@ class ModuleFacts:
     # (callee, position, keyword): a call here passes a client to a class of the project
     # (`Cache(self)`), its callee qualified as the calling module imports it.
     client_arguments: set[tuple[str, int | None, str | None]] = field(default_factory=set)
+    # Methods that set a key only if it is absent and never give it an expiry (a
+    # storage's `put_if_empty`): a lock class of another module may take its lock so.
+    unexpiring_setters: set[str] = field(default_factory=set)
 
 
 def module_name(path: str, cache: dict[str, str] | None = None) -> tuple[str, str]:
@@ -75,12 +78,14 @@ class ProjectIndex:
 
     modules: dict[str, ModuleFacts] = field(default_factory=dict)
     _annotated_methods: set[str] = field(default_factory=set)
+    _unexpiring_setters: set[str] = field(default_factory=set)
     _busy: set[tuple[str, str]] = field(default_factory=set)
     _arguments: set[tuple[str, int | None, str | None]] | None = None
 
     def add(self, module: str, facts: ModuleFacts) -> None:
         self.modules[module] = facts
         self._annotated_methods |= facts.annotated_methods
+        self._unexpiring_setters |= facts.unexpiring_setters
         self._arguments = None
 
     def client_argument(self, class_qualname: str, position: int | None, name: str | None) -> bool:
@@ -189,6 +194,11 @@ class ProjectIndex:
             return any(self.attribute_is_client(b, key) for b in facts.bases.get(name, ()))
         finally:
             self._busy.discard(("attribute", f"{class_qualname}:{key}"))
+
+    def sets_without_expiry(self, method: str) -> bool:
+        """A method of this name somewhere in the project sets a key only if absent, with
+        no expiry (SETNX, or SET NX without EX/PX, and no EXPIRE in the method)."""
+        return method in self._unexpiring_setters
 
     def method_returns_client(self, method: str) -> bool:
         """A method of this name somewhere in the project is annotated `-> Redis`."""

@@ -6,6 +6,7 @@ import ast
 import re
 from collections.abc import Iterator
 
+from seawall.lint._bindings import Kind
 from seawall.lint._context import FileContext, RedisCall
 from seawall.lint._model import rule
 from seawall.lint.rules.setnx_expire import EXPIRE_COMMANDS, sets_if_absent_without_expiry
@@ -66,6 +67,7 @@ def check(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
     release (release, unlock, __exit__) deletes the key.
     Known false positives: a lock whose key is given its expiry in another module.
     """
+    yield from _through_a_setter(ctx)
     candidates = [c for c in ctx.calls if sets_if_absent_without_expiry(c)]
     if not candidates:
         return
@@ -88,5 +90,34 @@ def check(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
                 "lock taken without an expiry: if its holder dies before releasing it, the "
                 "key stays forever and every other process waits; use set(key, token, "
                 "nx=True, px=ttl) in one command, renewed while held (or seawall.Lock)"
+            ),
+        )
+
+
+def _through_a_setter(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
+    """A lock class or function taking its lock through a method of the project that
+    sets a key only if absent and never gives it an expiry (`self.storage.put_if_empty(
+    self.key, "1")` in `TaskLock.__enter__`, SETNX in a storage class of another module)."""
+    index = ctx.index
+    if index is None:
+        return
+    for node in ast.walk(ctx.tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)):
+            continue
+        method = node.func.attr
+        if not index.sets_without_expiry(method):
+            continue
+        if ctx.inference.kind(node.func.value) is Kind.CLIENT:
+            continue  # a command of a client: the rule's own case
+        names = [getattr(a, "name", "") for a in ctx.ancestors(node)]
+        if not any(_LOCK_WORDS.search(n) for n in names if n):
+            continue
+        yield (
+            node,
+            (
+                f"lock taken through {method}(), which sets its key only if absent and "
+                "never gives it an expiry: if the holder dies before releasing it, the key "
+                "stays forever and every other process waits; set(key, token, nx=True, "
+                "px=ttl) in one command, renewed while held (or seawall.Lock)"
             ),
         )
