@@ -12,6 +12,7 @@ deposed follower (paused past its lease) can never move it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -24,6 +25,7 @@ from seawall.cache._sync.base import REDIS_DOWN
 from seawall.cdc._events import RowChange, Source, SourceError, TxEnd
 from seawall.cdc._invalidate import invalidate, new_sender, read_checkpoint, write_checkpoint
 from seawall.cdc._mapping import TableMap, parse_maps
+from seawall.errors import LockError
 from seawall.locks._sync.lock import Lock
 from seawall.metrics._families import FOLLOWER_EVENTS, FOLLOWER_LAG
 from seawall.metrics._sink import SINK as metrics_sink
@@ -139,16 +141,24 @@ class Follower:
         """
         self._prepare()
         opened_once = False
-        lock = Lock(self._redis, f"cdc:{self.source.name}", ttl=self.ttl,
-                    on_lost=lambda _lock: self._deposed.set())  # fmt: skip
+        lock = self._election()
         waiting_logged = False
+        delay = 0.2
         while not self._stop.is_set():
             try:
                 elected = lock.acquire(timeout=min(self.ttl, 1.0))
-            except REDIS_DOWN as exc:
-                log.warning("seawall follow: Redis unreachable while electing (%s); retrying", exc)
-                self._stop.wait(1.0)
+            except (*REDIS_DOWN, LockError) as exc:
+                log.warning(
+                    "seawall follow: Redis unreachable while electing (%s); retrying in %.1f s",
+                    exc,
+                    delay,
+                )
+                self._report()
+                self._stop.wait(delay)
+                delay = min(delay * 2, _MAX_BACKOFF)
+                lock = self._election()  # whatever that attempt left behind is forgotten
                 continue
+            delay = 0.2
             if not elected:
                 if not waiting_logged:
                     log.info(
@@ -170,11 +180,24 @@ class Follower:
             finally:
                 self._leader = self._streaming = False
                 self.source.close()
-                try:
+                with contextlib.suppress(Exception):  # the lease is lost either way
                     if lock.owned():
                         lock.release()
-                except Exception:  # the lease is lost either way; the fence guards
-                    pass
+                # A hold that lapsed (paused past the lease, Redis frozen) stays recorded
+                # in its Lock object, which would refuse the next acquire as "already
+                # held": every election gets a Lock of its own.
+                lock = self._election()
+
+    def _election(self) -> Lock:
+        """A fresh election lock; only the current one's lost lease deposes."""
+        lock: Lock | None = None
+
+        def lost(which: Lock) -> None:
+            if which is lock:
+                self._deposed.set()
+
+        lock = Lock(self._redis, f"cdc:{self.source.name}", ttl=self.ttl, on_lost=lost)
+        return lock
 
     def stop(self) -> None:
         """Ask run() to return after the batch in hand (callable from any thread)."""
@@ -247,6 +270,12 @@ class Follower:
     def _open(self, position: str | None, fence: int, *, first: bool) -> None:
         delay = 0.2
         while True:
+            # Still the leader? A successor claims the checkpoint as soon as it is
+            # elected, so our fence is refused then (and we raise _Deposed): a follower
+            # paused past its lease must never take the stream back from its successor.
+            if self._deposed.is_set():
+                raise _Deposed
+            self._checkpoint(self._position or "", fence)
             try:
                 started = self.source.open(position)
             except SourceError as exc:
