@@ -94,3 +94,29 @@ def test_redis_frozen_longer_than_the_lease_is_waited_out(
     wait_until(_gone(client, range(11, 21)), 20, f"still following:\n{follower.log()}")
     _alive(follower)
     client.close()
+
+
+def test_a_standby_elected_while_the_database_is_down_waits_for_it(
+    database: Any, seawall_url: str, followers: Any
+) -> None:
+    client = redis.Redis.from_url(seawall_url)
+    _cached(database, client, range(1, 3))
+    leader = followers(database.url, seawall_url, "--ttl", "1")
+    leader.wait_streaming()
+    standby = followers(database.url, seawall_url, "--ttl", "1")
+    wait_until(lambda: "standing by" in standby.log(), 20, f"standby waits:\n{standby.log()}")
+    database.kill()
+    try:
+        leader.kill()  # the standby is elected while the database is down
+        wait_until(
+            lambda: "retrying" in standby.log() or standby.proc.poll() is not None,
+            15,
+            "the standby is elected and retries",
+        )
+        _alive(standby)
+    finally:
+        database.restart()
+    _update(database, range(1, 3))
+    wait_until(_gone(client, range(1, 3)), 20, f"the standby follows:\n{standby.log()}")
+    _alive(standby)
+    client.close()

@@ -140,7 +140,10 @@ class Follower:
         misconfigured, a missing table); later outages are retried.
         """
         self._prepare()
-        opened_once = False
+        # Only the process's first start checks the configuration (an unreachable server
+        # or a bad setting ends it there); once it has stood by or led, every later open
+        # is an outage to wait out.
+        first_start = True
         lock = self._election()
         waiting_logged = False
         delay = 0.2
@@ -160,6 +163,7 @@ class Follower:
                 continue
             delay = 0.2
             if not elected:
+                first_start = False
                 if not waiting_logged:
                     log.info(
                         "seawall follow: another follower leads %s; standing by", self.source.name
@@ -170,7 +174,7 @@ class Follower:
             waiting_logged = False
             self._deposed.clear()
             try:
-                opened_once = self._lead(lock.fence, opened_once)
+                self._lead(lock.fence, first_start)
             except _Deposed:
                 if self._stop.is_set():
                     break
@@ -178,6 +182,7 @@ class Follower:
                     "seawall follow: deposed as the follower of %s; standing by", self.source.name
                 )
             finally:
+                first_start = False
                 self._leader = self._streaming = False
                 self.source.close()
                 with contextlib.suppress(Exception):  # the lease is lost either way
@@ -233,7 +238,7 @@ class Follower:
         if watch is not None:
             watch(columns)
 
-    def _lead(self, fence: int, opened_once: bool) -> bool:
+    def _lead(self, fence: int, first_start: bool) -> None:
         position, _ = self._redis_call(lambda: read_checkpoint(self._redis, self.source.name))
         position = position or None
         # Claim the checkpoint with our fence at once: from now on a deposed follower's
@@ -241,7 +246,7 @@ class Follower:
         self._checkpoint(position or "", fence)
         self._leader = True
         self._position = position
-        self._open(position, fence, first=not opened_once)
+        self._open(position, fence, first=first_start)
         self._streaming = True
         log.info(
             "seawall follow: streaming %s from %s",
@@ -265,7 +270,6 @@ class Follower:
             if events:
                 self._apply(events, fence)
             self._report()
-        return True
 
     def _open(self, position: str | None, fence: int, *, first: bool) -> None:
         delay = 0.2
