@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from seawall.cdc._events import Event, RowChange, Source, SourceError, TxEnd
+from seawall.cdc._events import Event, RowChange, Source, SourceError, TableReset, TxEnd
 from seawall.cdc._follower import Follower, FollowerStatus
 from seawall.cdc._mapping import MapError, TableMap, parse_map
 from seawall.cdc._sources import open_source
@@ -27,6 +27,7 @@ __all__ = [
     "Source",
     "SourceError",
     "TableMap",
+    "TableReset",
     "TxEnd",
     "follow",
     "open_source",

@@ -54,7 +54,19 @@ class TxEnd:
     committed_at: float | None = None
 
 
-Event = RowChange | TxEnd
+@dataclass(frozen=True, slots=True)
+class TableReset:
+    """Rows of `table` changed in a way the log does not carry row by row: every cached
+    row of it may be stale, so the follower clears the table's cache namespaces.
+
+    `cause` says why, in a few words ("TRUNCATE", "a statement-logged UPDATE"); the
+    follower warns once per cause and table (rate-limited)."""
+
+    table: str
+    cause: str
+
+
+Event = RowChange | TxEnd | TableReset
 
 
 class Source(Protocol):
@@ -81,7 +93,9 @@ class Source(Protocol):
 
     def read(self, timeout: float) -> Sequence[Event]:
         """The next events in log order; an empty sequence after `timeout` seconds with
-        none. Keeps the connection alive (keepalives, heartbeats) while called."""
+        none. Keeps the connection alive (keepalives, heartbeats) while called. A change
+        the log does not carry row by row (TRUNCATE, a statement-logged DML) is a
+        TableReset of each followed table it may have touched, never silence."""
         ...
 
     def confirm(self, position: str) -> None:

@@ -22,12 +22,14 @@ from typing import Any
 
 from seawall.cache._codec import cache_key
 from seawall.cache._sync.base import REDIS_DOWN
-from seawall.cdc._events import RowChange, Source, SourceError, TxEnd
+from seawall.cache._sync.cache import Cache
+from seawall.cdc._events import Event, RowChange, Source, SourceError, TableReset, TxEnd
 from seawall.cdc._invalidate import invalidate, new_sender, read_checkpoint, write_checkpoint
 from seawall.cdc._mapping import TableMap, parse_maps
+from seawall.cdc._notices import Notices
 from seawall.errors import LockError
 from seawall.locks._sync.lock import Lock
-from seawall.metrics._families import FOLLOWER_EVENTS, FOLLOWER_LAG
+from seawall.metrics._families import FOLLOWER_CLEARS, FOLLOWER_EVENTS, FOLLOWER_LAG
 from seawall.metrics._sink import SINK as metrics_sink
 
 __all__ = ["Follower", "FollowerStatus"]
@@ -129,7 +131,8 @@ class Follower:
         self._changes = self._invalidated = 0
         self._window = (time.monotonic(), 0)  # (start, row changes at start)
         self._rate = 0.0
-        self._warned: set[str] = set()
+        self._notices = Notices()
+        self._caches: dict[str, Cache] = {}  # namespaces cleared whole, by name
 
     # -- public ---------------------------------------------------------------------------
 
@@ -300,20 +303,34 @@ class Follower:
                 raise _Deposed
             delay = min(delay * 2, _MAX_BACKOFF)
 
-    def _apply(self, events: Sequence[RowChange | TxEnd], fence: int) -> None:
+    def _apply(self, events: Sequence[Event], fence: int) -> None:
         keys: list[tuple[str, str]] = []
+        cleared: dict[str, str] = {}  # namespace -> cause
         last: TxEnd | None = None
         changes = 0
         for event in events:
             if isinstance(event, TxEnd):
                 last = event
+            elif isinstance(event, TableReset):
+                target = self._targets.get(event.table)
+                if target is not None:
+                    cleared[target.namespace] = event.cause
+                    self._warn(
+                        f"reset:{event.table}:{event.cause}",
+                        f"{event.cause} of {event.table} is not in the log row by row: "
+                        f"cleared the cache namespace {target.namespace!r} whole",
+                    )
             else:
                 changes += 1
                 keys += self._keys_of(event)
+        labels = (self.source.name,)
+        if cleared:
+            self._redis_call(lambda: self._clear(cleared))
+            for cause in cleared.values():
+                metrics_sink.count(FOLLOWER_CLEARS.name, (self.source.name, cause), 1)
         if keys:
             self._invalidated += self._redis_call(lambda: self._invalidate(keys))
         self._changes += changes
-        labels = (self.source.name,)
         if changes:
             metrics_sink.count(FOLLOWER_EVENTS.name, labels, changes)
         if last is None:
@@ -334,6 +351,19 @@ class Follower:
             self._on_invalidated(list(dict.fromkeys(keys)))
         return done
 
+    def _clear(self, namespaces: dict[str, str]) -> None:
+        """Clear each namespace whole (Cache.clear(): O(1), in Redis and every L1)."""
+        for namespace in namespaces:
+            cache = self._caches.get(namespace)
+            if cache is None:
+                cache = self._caches[namespace] = Cache(self._redis, namespace)
+            cache.clear()
+
+    def _warn(self, cause: str, text: str) -> None:
+        line = self._notices.notice(cause, text)
+        if line is not None:
+            log.warning("seawall follow: %s", line)
+
     def _keys_of(self, change: RowChange) -> list[tuple[str, str]]:
         target = self._targets.get(change.table)
         if target is None:
@@ -346,14 +376,11 @@ class Follower:
     def _text(self, row: Any, target: _Target, table: str) -> str | None:
         values = [row.get(c) for c in target.columns]
         if any(v is None for v in values):
-            if table not in self._warned:
-                self._warned.add(table)
-                log.warning(
-                    "seawall follow: a change of %s does not carry %s; its cache entry is not "
-                    "invalidated (logged once per table)",
-                    table,
-                    ", ".join(target.columns),
-                )
+            self._warn(
+                f"null:{table}",
+                f"a change of {table} does not carry {', '.join(target.columns)} (NULL, "
+                "or not logged); no cache entry is keyed by it, so none is invalidated",
+            )
             return None
         # The key as Cache makes it: cache.get_or_load(42) and a row's 42 are one entry.
         # A composite key's values are joined by ":" in key order.

@@ -10,12 +10,17 @@ MariaDB opens each group with a GTID event (flag STANDALONE when no COMMIT follo
 MySQL opens it with a ``BEGIN`` query. A transaction rolled back on InnoDB alone is never
 logged, so it yields nothing.
 
+A query event that changes rows (TRUNCATE, which is logged as a statement, and any DML
+logged as a statement: binlog_format STATEMENT or MIXED in the writer's session) carries
+no row images: it is a TableReset of each followed table it names, never skipped.
+
 No I/O: the reader thread feeds events in and hands the results on.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from pymysqlreplication.event import (
@@ -26,7 +31,7 @@ from pymysqlreplication.event import (
 )
 from pymysqlreplication.row_event import DeleteRowsEvent, UpdateRowsEvent, WriteRowsEvent
 
-from seawall.cdc._events import Event, Operation, RowChange, TxEnd
+from seawall.cdc._events import Event, Operation, RowChange, TableReset, TxEnd
 from seawall.cdc._mariadb_config import FilePosition, GtidPosition, Position
 
 __all__ = ["EVENT_TYPES", "TransactionTracker"]
@@ -45,6 +50,13 @@ EVENT_TYPES = [
 # MariaDB GTID event flag: the group is one statement with no COMMIT after it (DDL).
 _FL_STANDALONE = 0x01
 _ENDS = ("COMMIT", "ROLLBACK")
+# The statements that change rows, after any leading comments: (the cause, as logged).
+_CHANGES = re.compile(
+    r"^(?:\s|/\*.*?\*/|#[^\n]*\n|--[^\n]*\n)*"
+    r"(TRUNCATE|INSERT|REPLACE|UPDATE|DELETE|LOAD\s+DATA|LOAD\s+XML)\b",
+    re.IGNORECASE | re.DOTALL,
+)
+_WORDS = re.compile(r"`((?:[^`]|``)+)`|([A-Za-z0-9_$]+)")
 
 
 class TransactionTracker:
@@ -54,12 +66,18 @@ class TransactionTracker:
     transaction's GTID in its domain; in file mode it is the end offset of its last event.
     """
 
-    def __init__(self, start: Position) -> None:
+    def __init__(
+        self, start: Position, database: str = "", tables: Iterable[str] | None = None
+    ) -> None:
+        """`database` and `tables` (bare names; None: every table of the database) are
+        what is followed: a statement-logged change naming one of them resets it."""
         self.position: Position = start
+        self._database = database
+        self._tables = None if tables is None else {t.lower(): t for t in tables}
         self._in_transaction = False
         self._pending_gtid: tuple[int, int, int] | None = None
 
-    def feed(self, event: Any, log_file: str, log_pos: int) -> Event | list[RowChange] | None:
+    def feed(self, event: Any, log_file: str, log_pos: int) -> Event | list[Event] | None:
         """The events `event` yields; `log_file`/`log_pos` are where the stream is after it."""
         if isinstance(event, (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)):
             return rows_of(event)
@@ -70,13 +88,45 @@ class TransactionTracker:
         if isinstance(event, XidEvent):
             return self._end(event, log_file, log_pos)
         if isinstance(event, QueryEvent):
-            query = _text(event.query).strip().rstrip(";").strip().upper()
+            text = _text(event.query)
+            query = text.strip().rstrip(";").strip().upper()
             if query == "BEGIN":
                 self._in_transaction = True
                 return None
+            resets = self._resets(text, _text(event.schema))
             if query in _ENDS or not self._in_transaction:
-                return self._end(event, log_file, log_pos)
+                end: Event = self._end(event, log_file, log_pos)
+                return [*resets, end]
+            return resets or None
         return None
+
+    def _resets(self, query: str, schema: str) -> list[Event]:
+        """A TableReset per followed table a row-changing statement may have touched.
+
+        Names are matched as words of the statement (quoted or not, any case): a
+        followed table named anywhere in it is reset, whatever the statement's shape
+        (a join, a subquery, INSERT ... SELECT). A table qualified by another
+        database is still reset: a false match costs a cleared namespace, a miss a
+        stale cache. Rows changed by triggers are not named and not seen."""
+        found = _CHANGES.match(query)
+        if found is None:
+            return []
+        cause = " ".join(found.group(1).upper().split())
+        if cause != "TRUNCATE":
+            cause = f"a statement-logged {cause}"
+        named = {
+            (quoted.replace("``", "`") if quoted else bare).lower()
+            for quoted, bare in _WORDS.findall(query)
+        }
+        if self._database.lower() not in named and schema != self._database:
+            return []  # another database's statement, naming none of ours
+        if self._tables is None:
+            return []  # no table list to match: rows of every table are decoded anyway
+        return [
+            TableReset(f"{self._database}.{name}", cause)
+            for key, name in self._tables.items()
+            if key in named
+        ]
 
     def _end(self, event: Any, log_file: str, log_pos: int) -> TxEnd:
         position = self.position
@@ -92,10 +142,10 @@ class TransactionTracker:
         return TxEnd(str(position), float(timestamp) if timestamp else None)
 
 
-def rows_of(event: Any) -> list[RowChange]:
+def rows_of(event: Any) -> list[Event]:
     """One RowChange per row of a rows event, table qualified as ``database.table``."""
     table = f"{event.schema}.{event.table}"
-    changes: list[RowChange] = []
+    changes: list[Event] = []
     if isinstance(event, UpdateRowsEvent):
         for row in event.rows:
             after, before = _plain(row["after_values"]), _plain(row["before_values"])

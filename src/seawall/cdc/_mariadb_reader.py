@@ -85,7 +85,7 @@ class BinlogReader:
         heartbeat: float,
         tables: Sequence[str] | None = None,
     ) -> None:
-        self._tracker = TransactionTracker(start)
+        self._tracker = TransactionTracker(start, database, tables)
         options: dict[str, Any] = {
             "connection_settings": settings,
             "server_id": server_id,

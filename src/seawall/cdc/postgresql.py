@@ -205,14 +205,6 @@ class PostgresSource:
             raise SourceError(
                 f"lost the replication stream of {self.where}: {_first_line(exc)}"
             ) from None
-        if self._decoder.truncated:
-            tables = ", ".join(sorted(set(self._decoder.truncated)))
-            self._decoder.truncated.clear()
-            log.warning(
-                "seawall follow: TRUNCATE of %s is not invalidated key by key; clear those "
-                "namespaces' caches (their entries expire by their ttl otherwise)",
-                tables,
-            )
         return events
 
     def confirm(self, position: str) -> None:
