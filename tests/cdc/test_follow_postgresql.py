@@ -69,3 +69,38 @@ def test_the_documented_least_privilege_role_follows(
     finally:
         database.execute(f"DROP OWNED BY {role}")
         database.execute(f"DROP ROLE {role}")
+
+
+def test_a_partitioned_table_is_followed_through_its_root_and_restarts(
+    database: PostgresDatabase, seawall_url: str, run_follower: Any
+) -> None:
+    database.execute(
+        "CREATE TABLE events (id INT, region TEXT, note TEXT, PRIMARY KEY (id, region)) "
+        "PARTITION BY LIST (region)"
+    )
+    database.execute("CREATE TABLE events_eu PARTITION OF events FOR VALUES IN ('eu')")
+    database.execute("CREATE TABLE events_us PARTITION OF events FOR VALUES IN ('us')")
+    database.execute("INSERT INTO events VALUES (1, 'eu', 'a'), (2, 'us', 'b')")
+    # As an earlier follower created it: partitions' changes under their own names.
+    database.execute(f"CREATE PUBLICATION {database.name}_pub FOR TABLE events")
+    client = redis.Redis.from_url(seawall_url)
+    events = seawall.Cache(client, "events")
+    for start in range(2):  # the second start finds the publication and slot in place
+        events.warm({"1:eu": "a", "2:us": "b"})
+        follower = run_follower(database.url, client, ["events=events"])
+        wait_until(
+            lambda f=follower: f.status().streaming,
+            15,
+            f"start {start + 1} streams",
+        )
+        database.execute("UPDATE events SET note = 'x' WHERE id = 1")
+        database.execute("DELETE FROM events WHERE id = 2")
+        wait_until(
+            lambda: not any(in_redis(client, "events", key) for key in ("1:eu", "2:us")),
+            10,
+            f"changes of the partitions invalidated (start {start + 1})",
+        )
+        database.execute("INSERT INTO events VALUES (2, 'us', 'b')")
+        follower.stop()
+        wait_until(lambda f=follower: not f.status().leader, 10, "stopped")
+    client.close()

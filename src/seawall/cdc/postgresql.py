@@ -285,14 +285,31 @@ class PostgresSource:
             )
 
     def _ensure_publication(self) -> None:
-        exists = self._query("SELECT 1 FROM pg_publication WHERE pubname = %s", (self.publication,))
+        """Create the publication, or check and extend an existing one, idempotently.
+
+        Partitioned tables are published through their root
+        (publish_via_partition_root): otherwise their changes arrive under the
+        partitions' names, and a partition created later would not be followed.
+        """
         tables = [_qualified(t) for t in self._tables]
         if not tables:
             raise SourceError(f"{self.where}: no table to follow (watch() was not called)")
+        name = _ident(self.publication)
+        fix = (
+            f"let the follower's role own the tables, or as their owner run CREATE "
+            f"PUBLICATION {name} FOR TABLE {', '.join(tables)} WITH "
+            "(publish_via_partition_root = true)"
+        )
         try:
-            if exists is None:
+            found = self._query(
+                "SELECT puballtables, pubinsert AND pubupdate AND pubdelete, pubtruncate, "
+                "pubviaroot FROM pg_publication WHERE pubname = %s",
+                (self.publication,),
+            )
+            if found is None:
                 self._query_all(
-                    f"CREATE PUBLICATION {_ident(self.publication)} FOR TABLE {', '.join(tables)}"
+                    f"CREATE PUBLICATION {name} FOR TABLE {', '.join(tables)} "
+                    "WITH (publish_via_partition_root = true)"
                 )
                 log.info(
                     "seawall follow: created publication %s for %s",
@@ -300,17 +317,28 @@ class PostgresSource:
                     ", ".join(self._tables),
                 )
                 return
-            published = {
-                f"{r[0]}.{r[1]}"
-                for r in self._query_all(
-                    "SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = %s",
-                    (self.publication,),
+            all_tables, rows, truncate, via_root = found
+            if not rows or not truncate:
+                raise SourceError(
+                    f"publication {self.publication} in {self.where} does not publish every "
+                    "insert, update, delete and truncate, so changes would be lost: run "
+                    f"ALTER PUBLICATION {name} SET (publish = 'insert, update, delete, "
+                    "truncate')"
                 )
-            }
-            missing = [t for t in self._tables if t not in published]
+            partitioned = [t for t in self._tables if self._is_partitioned(t)]
+            if partitioned and not via_root:
+                self._query_all(f"ALTER PUBLICATION {name} SET (publish_via_partition_root = true)")
+                log.info(
+                    "seawall follow: publication %s now publishes %s through the partition root",
+                    self.publication,
+                    ", ".join(partitioned),
+                )
+            if all_tables:
+                return
+            missing = [t for t in self._tables if not self._published(t)]
             if missing:
                 self._query_all(
-                    f"ALTER PUBLICATION {_ident(self.publication)} ADD TABLE "
+                    f"ALTER PUBLICATION {name} ADD TABLE "
                     + ", ".join(_qualified(t) for t in missing)
                 )
                 log.info(
@@ -320,11 +348,45 @@ class PostgresSource:
                 )
         except psycopg2.errors.InsufficientPrivilege as exc:
             raise SourceError(
-                f"cannot create or extend publication {self.publication} in {self.where} "
-                f"({_first_line(exc)}): let the follower's role own the tables, or as their "
-                f"owner run CREATE PUBLICATION {_ident(self.publication)} FOR TABLE "
-                f"{', '.join(tables)}"
+                f"cannot create or change publication {self.publication} in {self.where} "
+                f"({_first_line(exc)}): {fix}"
             ) from None
+        except psycopg2.Error as exc:
+            raise SourceError(
+                f"cannot set up publication {self.publication} in {self.where} "
+                f"({_first_line(exc)}): {fix}"
+            ) from None
+
+    def _is_partitioned(self, table: str) -> bool:
+        row = self._query(
+            "SELECT relkind FROM pg_class WHERE oid = to_regclass(%s)", (_qualified(table),)
+        )
+        return row is not None and row[0] == "p"
+
+    def _published(self, table: str) -> bool:
+        """Whether the publication names `table` itself, or its schema (FOR TABLES IN
+        SCHEMA, PostgreSQL 15+): a partitioned table's partitions do not count."""
+        named = self._query(
+            "SELECT 1 FROM pg_publication_rel r JOIN pg_publication p ON p.oid = r.prpubid "
+            "WHERE p.pubname = %s AND r.prrelid = to_regclass(%s)",
+            (self.publication, _qualified(table)),
+        )
+        if named is not None:
+            return True
+        schema = self._query(
+            "SELECT to_regclass('pg_catalog.pg_publication_namespace') IS NOT NULL"
+        )
+        if schema is None or not schema[0]:
+            return False
+        return (
+            self._query(
+                "SELECT 1 FROM pg_publication_namespace n JOIN pg_publication p "
+                "ON p.oid = n.pnpubid JOIN pg_class c ON c.relnamespace = n.pnnspid "
+                "WHERE p.pubname = %s AND c.oid = to_regclass(%s)",
+                (self.publication, _qualified(table)),
+            )
+            is not None
+        )
 
     def _take_over(self, pid: int) -> None:
         """The slot is still streamed to a previous follower. We were elected, so that one
