@@ -3,6 +3,9 @@ the documented least-privilege role follows."""
 
 from __future__ import annotations
 
+import os
+import signal
+import time
 from typing import Any
 
 import pytest
@@ -103,4 +106,30 @@ def test_a_partitioned_table_is_followed_through_its_root_and_restarts(
         database.execute("INSERT INTO events VALUES (2, 'us', 'b')")
         follower.stop()
         wait_until(lambda f=follower: not f.status().leader, 10, "stopped")
+    client.close()
+
+
+def test_a_silent_stream_is_noticed_and_reopened(
+    database: PostgresDatabase, seawall_url: str, run_follower: Any, caplog: Any
+) -> None:
+    """The walsender SIGSTOPped: the stream's TCP connection stays up and says nothing,
+    as behind a network black hole. Without a reply to its keepalive requests within
+    stream_timeout, the follower reconnects (here once the walsender ends)."""
+    database.execute("INSERT INTO users VALUES (1, 'a@x', 'Ann')")
+    client = redis.Redis.from_url(seawall_url)
+    follower = run_follower(database.url + "&stream_timeout=2", client, ["users=users"])
+    wait_until(lambda: follower.status().streaming, 15, "the follower streams")
+    time.sleep(2.5)  # idle past the timeout: the server answers the keepalive requests
+    assert "silent" not in caplog.text
+    (pid,) = database.execute(
+        "SELECT active_pid FROM pg_replication_slots WHERE slot_name = %s", database.slot
+    )[0]
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        wait_until(lambda: not follower.status().streaming, 8, "the silence is noticed")
+    finally:
+        os.kill(pid, signal.SIGCONT)  # it ends now: the follower terminated it
+    seawall.Cache(client, "users").set(1, "Ann")
+    database.execute("UPDATE users SET name = 'Anna' WHERE id = 1")
+    wait_until(lambda: not in_redis(client, "users", 1), 20, "followed again")
     client.close()

@@ -6,7 +6,7 @@ PostgreSQL free WAL); psycopg 3 has no replication-protocol support. pgoutput is
 into PostgreSQL 10+, needs no server extension, and decodes only the tables of its
 publication, so a busy database whose other tables change costs the follower nothing.
 
-URL: postgresql://user[:password]@host:port/dbname[?slot=NAME&publication=NAME]
+URL: postgresql://user[:password]@host:port/dbname[?slot=NAME&publication=NAME&stream_timeout=S]
 (defaults: slot and publication "seawall_<dbname>"). Both are created when missing.
 """
 
@@ -44,6 +44,17 @@ DEFAULT_SCHEMA = "public"
 _BATCH = 5000
 # How often psycopg2 sends standby status (the flush LSN) unasked.
 _STATUS_INTERVAL = 1.0
+# A stream with no server traffic (data or a reply to our keepalive requests) for this
+# long is lost (a stopped walsender, a network black hole): ?stream_timeout=SECONDS.
+_STREAM_TIMEOUT = 30.0
+# TCP keepalives for every connection unless the URL sets its own: a dead peer is
+# noticed by the kernel too, not only by the stream's own timeout.
+_TCP_KEEPALIVES = {
+    "keepalives": "1",
+    "keepalives_idle": "10",
+    "keepalives_interval": "5",
+    "keepalives_count": "3",
+}
 _SLOT_ACTIVE = "SELECT 1 FROM pg_replication_slots WHERE slot_name = %s AND active_pid IS NOT NULL"
 
 
@@ -68,6 +79,15 @@ class PostgresSource:
         default = "seawall_" + re.sub(r"[^a-z0-9_]", "_", self.dbname.lower())
         self.slot = query.pop("slot", default)[:63]
         self.publication = query.pop("publication", default)
+        try:
+            self.stream_timeout = float(query.pop("stream_timeout", _STREAM_TIMEOUT))
+        except ValueError:
+            self.stream_timeout = 0.0
+        if not 0.5 <= self.stream_timeout <= 3600:
+            raise SourceError(
+                f"{url!r}: stream_timeout must be seconds from 0.5 to 3600 (the longest the "
+                "replication stream may stay silent before the follower reconnects)"
+            )
         if not re.fullmatch(r"[a-z0-9_]{1,63}", self.slot):
             raise SourceError(
                 f"slot name {self.slot!r}: PostgreSQL allows only lower-case letters, digits "
@@ -80,6 +100,7 @@ class PostgresSource:
             "user": unquote(parts.username) if parts.username else None,
             "password": unquote(parts.password) if parts.password else None,
             "connect_timeout": 5,
+            **_TCP_KEEPALIVES,
             **query,  # sslmode and other libpq parameters pass through
         }
         self._params = {k: v for k, v in self._params.items() if v is not None}
@@ -177,6 +198,7 @@ class PostgresSource:
                 f"cannot stream from slot {self.slot} of {self.where}: {_first_line(exc)}"
             ) from None
         self._decoder = Decoder()
+        self._heard = self._asked = time.monotonic()  # server traffic; our last ask
         self._received = 0  # the last data message's position
         self._confirmed = parse_lsn(resume_after) if resume_after else 0
 
@@ -190,17 +212,23 @@ class PostgresSource:
             while len(events) < _BATCH:
                 message = cursor.read_message()
                 if message is not None:
+                    self._heard = time.monotonic()
                     self._received = max(self._received, message.data_start)
                     events += self._decoder.feed(message.payload)
                     continue
                 if events:
                     break
+                self._check_alive(cursor)
                 self._heartbeat(cursor)
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
                 # read_message() sends due status updates; wake for them at least.
-                select.select([cursor], [], [], min(remaining, _STATUS_INTERVAL))
+                wait = min(remaining, _STATUS_INTERVAL, self.stream_timeout / 4)
+                if select.select([cursor], [], [], wait)[0]:
+                    # The server sent something: data for read_message(), or a
+                    # keepalive it takes in without returning a message.
+                    self._heard = time.monotonic()
         except psycopg2.Error as exc:
             raise SourceError(
                 f"lost the replication stream of {self.where}: {_first_line(exc)}"
@@ -217,6 +245,27 @@ class PostgresSource:
             raise SourceError(
                 f"lost the replication stream of {self.where}: {_first_line(exc)}"
             ) from None
+
+    def _check_alive(self, cursor: Any) -> None:
+        """Raise SourceError once the server has been silent for stream_timeout.
+
+        An idle stream is silent too, so from a quarter of the timeout on the follower
+        asks the server for a reply (a standby status update with the reply flag); the
+        server answers with a keepalive, which makes the socket readable (psycopg2's
+        io_timestamp counts our own status updates too, so it cannot tell). A stopped
+        walsender or a black-holed network never answers."""
+        now = time.monotonic()
+        silent = now - self._heard
+        if silent >= self.stream_timeout:
+            raise SourceError(
+                f"the replication stream of {self.where} was silent for {silent:.1f} s (no "
+                "data, no answer to keepalive requests: a stopped server process or a lost "
+                "network); reconnecting"
+            )
+        quarter = self.stream_timeout / 4
+        if silent >= quarter and now - self._asked >= quarter:
+            self._asked = now
+            cursor.send_feedback(reply=True, force=True)
 
     def _heartbeat(self, cursor: Any) -> None:
         """Let an idle or fully filtered slot free its WAL.
