@@ -14,6 +14,7 @@ import redis
 import seawall
 from cdc.databases import PostgresDatabase
 from cdc.helpers import in_redis, wait_until
+from seawall.cdc.postgresql import PostgresSource
 
 
 @pytest.fixture
@@ -133,3 +134,12 @@ def test_a_silent_stream_is_noticed_and_reopened(
     database.execute("UPDATE users SET name = 'Anna' WHERE id = 1")
     wait_until(lambda: not in_redis(client, "users", 1), 20, "followed again")
     client.close()
+
+
+def test_key_columns_takes_a_bare_table_name(database: PostgresDatabase) -> None:
+    source = PostgresSource(database.url)
+    try:
+        assert list(source.key_columns("users")) == ["id"]
+        assert list(source.key_columns("public.users")) == ["id"]
+    finally:
+        source.close()

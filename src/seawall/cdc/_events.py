@@ -68,6 +68,17 @@ class TableReset:
 
 Event = RowChange | TxEnd | TableReset
 
+#: What `watch` takes per table: the column it is keyed by (None: the primary key), or
+#: several when the table feeds several cache namespaces keyed differently.
+Watched = str | None | Sequence[str | None]
+
+
+def watched_columns(value: Watched) -> list[str | None]:
+    """The columns of one `watch` entry, as a list."""
+    if value is None or isinstance(value, str):
+        return [value]
+    return list(value)
+
 
 class Source(Protocol):
     """A database change log the follower can follow (sync; one thread reads it)."""

@@ -123,7 +123,7 @@ class Follower:
         self._generations: dict[str, int] = {}  # of the cache namespaces (see invalidate)
         self._stop = threading.Event()
         self._deposed = threading.Event()
-        self._targets: dict[str, _Target] = {}
+        self._targets: dict[str, list[_Target]] = {}  # table -> its namespaces
         self._leader = False
         self._streaming = False
         self._position: str | None = None
@@ -226,7 +226,7 @@ class Follower:
     # -- leading --------------------------------------------------------------------------
 
     def _prepare(self) -> None:
-        columns: dict[str, str | None] = {}
+        columns: dict[str, list[str | None]] = {}
         for item in self.maps:
             table = item.qualified(self._default_schema)
             keys = tuple(self.source.key_columns(table))
@@ -235,11 +235,12 @@ class Follower:
                     f"table {table} has no primary key: name the column to key the cache "
                     f"by (--map {table}={item.namespace}:COLUMN)"
                 )
-            self._targets[table] = _Target(item.namespace, (item.column,) if item.column else keys)
-            columns[table] = item.column
+            target = _Target(item.namespace, (item.column,) if item.column else keys)
+            self._targets.setdefault(table, []).append(target)
+            columns.setdefault(table, []).append(item.column)
         watch = getattr(self.source, "watch", None)
         if watch is not None:
-            watch(columns)
+            watch({t: c[0] if len(c) == 1 else tuple(c) for t, c in columns.items()})
 
     def _lead(self, fence: int, first_start: bool) -> None:
         position, _ = self._redis_call(lambda: read_checkpoint(self._redis, self.source.name))
@@ -267,7 +268,9 @@ class Follower:
                 self._open(self._position, fence, first=False)
                 self._streaming = True
                 log.info(
-                    "seawall follow: streaming %s again from %s", self.source.name, self._position
+                    "seawall follow: streaming %s again from %s",
+                    self.source.name,
+                    self._position or "the source's own position",
                 )
                 continue
             if events:
@@ -312,13 +315,15 @@ class Follower:
             if isinstance(event, TxEnd):
                 last = event
             elif isinstance(event, TableReset):
-                target = self._targets.get(event.table)
-                if target is not None:
+                targets = self._targets.get(event.table, [])
+                for target in targets:
                     cleared[target.namespace] = event.cause
+                if targets:
+                    names = ", ".join(repr(t.namespace) for t in targets)
                     self._warn(
                         f"reset:{event.table}:{event.cause}",
                         f"{event.cause} of {event.table} is not in the log row by row: "
-                        f"cleared the cache namespace {target.namespace!r} whole",
+                        f"cleared the cache namespace {names} whole",
                     )
             else:
                 changes += 1
@@ -365,13 +370,13 @@ class Follower:
             log.warning("seawall follow: %s", line)
 
     def _keys_of(self, change: RowChange) -> list[tuple[str, str]]:
-        target = self._targets.get(change.table)
-        if target is None:
-            return []
-        found = [self._text(change.row, target, change.table)]
-        if change.op == "update" and change.old is not None:
-            found.append(self._text(change.old, target, change.table))
-        return [(target.namespace, k) for k in dict.fromkeys(found) if k is not None]
+        keys: list[tuple[str, str]] = []
+        for target in self._targets.get(change.table, ()):
+            found = [self._text(change.row, target, change.table)]
+            if change.op == "update" and change.old is not None:
+                found.append(self._text(change.old, target, change.table))
+            keys += [(target.namespace, k) for k in dict.fromkeys(found) if k is not None]
+        return keys
 
     def _text(self, row: Any, target: _Target, table: str) -> str | None:
         values = [row.get(c) for c in target.columns]
@@ -421,7 +426,7 @@ class Follower:
             log.info(
                 "seawall follow: %s at %s, lag %.3f s, %.0f row changes/s",
                 status.source,
-                status.position,
+                status.position or "the source's own position (nothing checkpointed yet)",
                 status.lag_seconds,
                 status.events_per_second,
             )

@@ -29,7 +29,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
         'pip install "seawall[cdc-mysql]"'
     ) from exc
 
-from seawall.cdc._events import Event, SourceError
+from seawall.cdc._events import Event, SourceError, Watched, watched_columns
 from seawall.cdc._mariadb_config import (
     SERVER_ID_MAX,
     FilePosition,
@@ -116,15 +116,13 @@ class MariaDBSource:
             "ORDER BY ORDINAL_POSITION",
             (database, name),
         )
-        if not columns:
-            raise SourceError(
-                f"table {qualified} on {self._where} has no primary key; name the key "
-                f"column in the map: --map {name}=NAMESPACE:COLUMN"
-            )
+        # None without a primary key: a map then names its column (the FULL row image
+        # logs every column, so any column can key).
         return [str(row[0]) for row in columns]
 
-    def watch(self, columns: Mapping[str, str | None]) -> None:
-        """The tables to follow, each with the column it is keyed by (None: primary key).
+    def watch(self, columns: Mapping[str, Watched]) -> None:
+        """The tables to follow, each with the column it is keyed by (None: primary key;
+        several when it feeds several namespaces).
 
         Only their rows are decoded from then on (the next open): the library skips
         other tables' row events unparsed, so a busy unmapped table costs the follower
@@ -132,10 +130,17 @@ class MariaDBSource:
         deleted rows and of both versions of updated ones, so any column can key.
         """
         names: list[str] = []
-        for table, column in columns.items():
-            self.key_columns(table)  # the table exists in the followed database
+        for table, value in columns.items():
+            keys = self.key_columns(table)  # the table exists in the followed database
             name = table.rpartition(".")[2]
-            if column is not None:
+            for column in watched_columns(value):
+                if column is None and not keys:
+                    raise SourceError(
+                        f"table {self.url.database}.{name} on {self._where} has no primary "
+                        f"key; name the key column in the map: --map {name}=NAMESPACE:COLUMN"
+                    )
+                if column is None:
+                    continue
                 found = self._query(
                     "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
                     "AND TABLE_NAME = %s AND COLUMN_NAME = %s",

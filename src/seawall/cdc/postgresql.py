@@ -17,11 +17,11 @@ import logging
 import re
 import select
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from seawall.cdc._events import Event, SourceError
+from seawall.cdc._events import Event, SourceError, Watched, watched_columns
 from seawall.cdc._pgoutput import Decoder, parse_lsn
 
 try:
@@ -72,6 +72,8 @@ class PostgresSource:
 
     def __init__(self, url: str) -> None:
         parts = urlsplit(url)
+        # An application's SQLAlchemy URL (postgresql+psycopg://) names the same server.
+        parts = parts._replace(scheme=parts.scheme.partition("+")[0].lower())
         if parts.scheme not in ("postgresql", "postgres"):
             raise SourceError(f"{url!r} is not a postgresql:// URL")
         self.dbname = unquote(parts.path.lstrip("/")) or "postgres"
@@ -110,7 +112,7 @@ class PostgresSource:
         self.name = (
             f"postgresql://{self._params['host']}:{self._params['port']}/{self.dbname}/{self.slot}"
         )
-        self._tables: dict[str, str | None] = {}
+        self._tables: dict[str, Watched] = {}
         self._sql: Any = None
         self._stream: Any = None
         self._cursor: Any = None
@@ -120,66 +122,131 @@ class PostgresSource:
     # -- the contract ---------------------------------------------------------------------
 
     def key_columns(self, table: str) -> Sequence[str]:
-        row = self._query("SELECT to_regclass(%s)::oid", (_qualified(table),))
-        if row is None or row[0] is None:
-            raise SourceError(
-                f"table {table} does not exist in {self.where}: create it, or fix --map "
-                "(SCHEMA.TABLE; a bare name means the public schema)"
+        table = self._full(table)
+        with self._one_line():
+            row = self._query("SELECT to_regclass(%s)::oid", (_qualified(table),))
+            if row is None or row[0] is None:
+                raise SourceError(
+                    f"table {table} does not exist in {self.where}: create it, or fix --map "
+                    "(SCHEMA.TABLE; a bare name means the public schema)"
+                )
+            rows = self._query_all(
+                "SELECT a.attname FROM pg_index i JOIN pg_attribute a "
+                "ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
+                "WHERE i.indrelid = %s AND i.indisprimary "
+                "ORDER BY array_position(i.indkey::int2[], a.attnum)",
+                (row[0],),
             )
-        rows = self._query_all(
-            "SELECT a.attname FROM pg_index i JOIN pg_attribute a "
-            "ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
-            "WHERE i.indrelid = %s AND i.indisprimary "
-            "ORDER BY array_position(i.indkey::int2[], a.attnum)",
-            (row[0],),
-        )
         return [r[0] for r in rows]
 
-    def watch(self, columns: Mapping[str, str | None]) -> None:
-        """The tables to follow, each with the column it is keyed by (None: primary key).
+    def watch(self, columns: Mapping[str, Watched]) -> None:
+        """The tables to follow, each with the column it is keyed by (None: primary key;
+        several when it feeds several namespaces).
 
         PostgreSQL logs only the replica identity (the primary key by default) of a
-        deleted row and of an updated row's old version, and refuses updates to a
-        published table with none: refuse what would break the application or lose keys.
+        deleted row and of an updated row's old version, refuses updates to a published
+        table with none, and never sends generated columns: refuse what would break the
+        application or lose keys, each with the fix.
         """
-        for table, column in columns.items():
-            keys = self.key_columns(table)
-            identity = self._query(
-                "SELECT relreplident FROM pg_class WHERE oid = to_regclass(%s)",
-                (_qualified(table),),
+        tables: dict[str, Watched] = {}
+        with self._one_line():
+            for name, value in columns.items():
+                table = self._full(name)
+                for column in watched_columns(value):
+                    self._check_keyable(table, column)
+                tables[table] = value
+        self._tables = tables
+
+    def _check_keyable(self, table: str, column: str | None) -> None:
+        keys = list(self.key_columns(table))
+        qualified = _qualified(table)
+        identity_row = self._query(
+            "SELECT relreplident FROM pg_class WHERE oid = to_regclass(%s)", (qualified,)
+        )
+        identity = identity_row[0] if identity_row else "d"
+        generated = {
+            r[0]: r[1]
+            for r in self._query_all(
+                "SELECT attname, attgenerated FROM pg_attribute WHERE attrelid = "
+                "to_regclass(%s) AND attnum > 0 AND NOT attisdropped",
+                (qualified,),
             )
-            full = identity is not None and identity[0] == "f"
-            names = {
+        }
+        if column is not None and column not in generated:
+            raise SourceError(
+                f"table {table} has no column {column!r}: fix --map (TABLE=NAMESPACE:COLUMN)"
+            )
+        if not keys and identity != "f":
+            raise SourceError(
+                f"table {table} has no primary key, so PostgreSQL would refuse updates to "
+                f"it once published: add one, or run ALTER TABLE {qualified} "
+                "REPLICA IDENTITY FULL"
+            )
+        keyed_by = [column] if column is not None else keys
+        for name in keyed_by:
+            if generated.get(name):
+                raise SourceError(
+                    f"column {name!r} of {table} is generated, and PostgreSQL's logical "
+                    "decoding does not send generated columns: key the cache by another "
+                    f"column (--map {table}=NAMESPACE:COLUMN)"
+                )
+        if identity == "f":
+            return
+        if identity == "i":
+            logged = [
                 r[0]
                 for r in self._query_all(
-                    "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s) "
-                    "AND attnum > 0 AND NOT attisdropped",
-                    (_qualified(table),),
+                    "SELECT a.attname FROM pg_index i JOIN pg_attribute a ON a.attrelid = "
+                    "i.indrelid AND a.attnum = ANY(i.indkey) WHERE i.indrelid = "
+                    "to_regclass(%s) AND i.indisreplident",
+                    (qualified,),
                 )
-            }
-            if column is not None and column not in names:
-                raise SourceError(
-                    f"table {table} has no column {column!r}: fix --map (TABLE=NAMESPACE:COLUMN)"
-                )
-            if not keys and not full:
-                raise SourceError(
-                    f"table {table} has no primary key, so PostgreSQL would refuse updates to "
-                    f"it once published: add one, or run ALTER TABLE {_qualified(table)} "
-                    "REPLICA IDENTITY FULL"
-                )
-            if column is not None and column not in keys and not full:
-                raise SourceError(
-                    f"table {table} is keyed by {column!r}, which is not its primary key, and "
-                    "PostgreSQL logs only the key of deleted and updated rows: run ALTER TABLE "
-                    f"{_qualified(table)} REPLICA IDENTITY FULL"
-                )
-        self._tables = dict(columns)
+            ]
+        else:
+            logged = keys if identity == "d" else []
+        missing = [name for name in keyed_by if name not in logged]
+        if not missing:
+            return
+        what = ", ".join(repr(name) for name in missing)
+        if identity == "i":
+            raise SourceError(
+                f"table {table} has REPLICA IDENTITY USING INDEX on an index without "
+                f"{what}, so PostgreSQL would not log the cache key of deleted and updated "
+                f"rows: run ALTER TABLE {qualified} REPLICA IDENTITY FULL (or DEFAULT)"
+            )
+        if identity == "n":
+            raise SourceError(
+                f"table {table} has REPLICA IDENTITY NOTHING, so PostgreSQL logs no key of "
+                f"deleted and updated rows: run ALTER TABLE {qualified} REPLICA IDENTITY "
+                "DEFAULT (or FULL)"
+            )
+        raise SourceError(
+            f"table {table} is keyed by {what}, which is not its primary key, and "
+            "PostgreSQL logs only the key of deleted and updated rows: run ALTER TABLE "
+            f"{qualified} REPLICA IDENTITY FULL"
+        )
+
+    def _full(self, table: str) -> str:
+        """`users` -> `public.users`: a bare name is in the default schema."""
+        return table if "." in table else f"{self.default_schema}.{table}"
+
+    @contextlib.contextmanager
+    def _one_line(self) -> Iterator[None]:
+        """Any other database error, as one line (a failed check, a missing privilege)."""
+        try:
+            yield
+        except psycopg2.OperationalError as exc:
+            self.close()
+            raise SourceError(f"lost the connection to {self.where}: {_first_line(exc)}") from None
+        except psycopg2.Error as exc:
+            raise SourceError(f"{self.where}: {_first_line(exc)}") from None
 
     def open(self, resume_after: str | None) -> None:
         self.close()
-        self._check_server()
-        self._ensure_publication()
-        self._ensure_slot()
+        with self._one_line():
+            self._check_server()
+            self._ensure_publication()
+            self._ensure_slot()
         try:
             self._stream = psycopg2.connect(
                 connection_factory=psycopg2.extras.LogicalReplicationConnection, **self._params

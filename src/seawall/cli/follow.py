@@ -134,13 +134,17 @@ def command(
 
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, on_signal)
+    interrupted = False
     try:
         follower.run()
     except KeyboardInterrupt:
-        pass
+        interrupted = True
     finally:
         follower.stop()
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, previous)
         client.close()
+    if interrupted:
+        print("interrupted", file=sys.stderr)
+        return 130  # as a shell reports SIGINT, like the other commands
     return 0
