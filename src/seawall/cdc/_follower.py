@@ -20,11 +20,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from seawall.cache._codec import cache_key
 from seawall.cache._sync.base import REDIS_DOWN
 from seawall.cache._sync.cache import Cache
 from seawall.cdc._events import Event, RowChange, Source, SourceError, TableReset, TxEnd
 from seawall.cdc._invalidate import invalidate, new_sender, read_checkpoint, write_checkpoint
+from seawall.cdc._keys import Unkeyable, key_text
 from seawall.cdc._mapping import TableMap, parse_maps
 from seawall.cdc._notices import Notices
 from seawall.errors import LockError
@@ -39,6 +39,8 @@ log = logging.getLogger("seawall.cdc")
 _MAX_BACKOFF = 5.0
 # How long one read waits for the log: also how quickly stop() and a lost election act.
 _READ_WAIT = 0.25
+# A stream that lasted this long was healthy: its loss is reconnected at once.
+_STABLE = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +73,10 @@ class FollowerStatus:
 class _Target:
     namespace: str
     columns: tuple[str, ...]  # the mapped column, or the primary key's columns
+
+
+# The metric's cause for a namespace cleared because a key value could not be keyed.
+_UNKEYABLE = "an unkeyable key value"
 
 
 class _Deposed(Exception):
@@ -257,15 +263,28 @@ class Follower:
             self.source.name,
             position or "the source's own position",
         )
+        opened = time.monotonic()
+        delay = 0.0
         while not self._stop.is_set():
             if self._deposed.is_set():
                 raise _Deposed
             try:
                 events = self.source.read(_READ_WAIT)
             except (SourceError, OSError) as exc:  # a lost connection: the contract's, or raw
-                log.warning("seawall follow: %s; reconnecting", exc)
+                # A stream lost again soon after it was opened (a server that drops it at
+                # the same event every time) is reopened with backoff, never in a loop.
+                quick = time.monotonic() - opened < _STABLE
+                delay = min(max(delay * 2, 0.2), _MAX_BACKOFF) if quick else 0.0
+                log.warning(
+                    "seawall follow: %s; reconnecting%s",
+                    exc,
+                    f" in {delay:.1f} s" if delay else "",
+                )
                 self._streaming = False
+                if delay and self._stop.wait(delay):
+                    raise _Deposed from None  # stopping
                 self._open(self._position, fence, first=False)
+                opened = time.monotonic()
                 self._streaming = True
                 log.info(
                     "seawall follow: streaming %s again from %s",
@@ -327,7 +346,7 @@ class Follower:
                     )
             else:
                 changes += 1
-                keys += self._keys_of(event)
+                keys += self._keys_of(event, cleared)
         labels = (self.source.name,)
         if cleared:
             self._redis_call(lambda: self._clear(cleared))
@@ -369,12 +388,23 @@ class Follower:
         if line is not None:
             log.warning("seawall follow: %s", line)
 
-    def _keys_of(self, change: RowChange) -> list[tuple[str, str]]:
+    def _keys_of(self, change: RowChange, cleared: dict[str, str]) -> list[tuple[str, str]]:
+        """The (namespace, key) pairs a change voids; a namespace whose key cannot be
+        named (a value no cache key is made of) goes into `cleared` instead."""
         keys: list[tuple[str, str]] = []
         for target in self._targets.get(change.table, ()):
-            found = [self._text(change.row, target, change.table)]
-            if change.op == "update" and change.old is not None:
-                found.append(self._text(change.old, target, change.table))
+            try:
+                found = [self._text(change.row, target, change.table)]
+                if change.op == "update" and change.old is not None:
+                    found.append(self._text(change.old, target, change.table))
+            except Unkeyable as exc:
+                cleared[target.namespace] = _UNKEYABLE
+                self._warn(
+                    f"unkeyable:{change.table}:{target.namespace}",
+                    f"a change of {change.table} has a key that no cache key is made of "
+                    f"({exc}): cleared the cache namespace {target.namespace!r} whole",
+                )
+                continue
             keys += [(target.namespace, k) for k in dict.fromkeys(found) if k is not None]
         return keys
 
@@ -387,9 +417,10 @@ class Follower:
                 "or not logged); no cache entry is keyed by it, so none is invalidated",
             )
             return None
-        # The key as Cache makes it: cache.get_or_load(42) and a row's 42 are one entry.
-        # A composite key's values are joined by ":" in key order.
-        return ":".join(cache_key(v, target.namespace) for v in values)
+        # The key as Cache makes it: cache.get_or_load(42) and a row's 42 are one entry
+        # (other types: see _keys). A composite key's values are joined by ":" in key
+        # order.
+        return ":".join(key_text(v, target.namespace) for v in values)
 
     def _checkpoint(self, position: str, fence: int) -> None:
         accepted = self._redis_call(

@@ -19,7 +19,9 @@ No I/O: the reader thread feeds events in and hands the results on.
 
 from __future__ import annotations
 
+import codecs
 import re
+import uuid
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -67,20 +69,25 @@ class TransactionTracker:
     """
 
     def __init__(
-        self, start: Position, database: str = "", tables: Iterable[str] | None = None
+        self,
+        start: Position,
+        database: str = "",
+        tables: Iterable[str] | None = None,
+        uuids: Mapping[str, frozenset[str]] | None = None,
     ) -> None:
         """`database` and `tables` (bare names; None: every table of the database) are
         what is followed: a statement-logged change naming one of them resets it."""
         self.position: Position = start
         self._database = database
         self._tables = None if tables is None else {t.lower(): t for t in tables}
+        self._uuids = dict(uuids or {})  # "database.table" -> its UUID columns
         self._in_transaction = False
         self._pending_gtid: tuple[int, int, int] | None = None
 
     def feed(self, event: Any, log_file: str, log_pos: int) -> Event | list[Event] | None:
         """The events `event` yields; `log_file`/`log_pos` are where the stream is after it."""
         if isinstance(event, (WriteRowsEvent, UpdateRowsEvent, DeleteRowsEvent)):
-            return rows_of(event)
+            return rows_of(event, self._uuids)
         if isinstance(event, MariadbGtidEvent):
             self._pending_gtid = (event.domain_id, event.server_id, event.gtid_seq_no)
             self._in_transaction = not event.flags & _FL_STANDALONE
@@ -142,9 +149,43 @@ class TransactionTracker:
         return TxEnd(str(position), float(timestamp) if timestamp else None)
 
 
-def rows_of(event: Any) -> list[Event]:
-    """One RowChange per row of a rows event, table qualified as ``database.table``."""
+def rows_of(event: Any, uuids: Mapping[str, frozenset[str]] | None = None) -> list[Event]:
+    """One RowChange per row of a rows event, table qualified as ``database.table``.
+
+    A row that cannot be decoded is a TableReset of its table (the caller clears the
+    namespaces it feeds): never an error that would end the stream at the same event
+    on every reconnect."""
     table = f"{event.schema}.{event.table}"
+    # The rows are decoded on first access, below: with MariaDB's latin1, not Python's.
+    event.charset_to_encoding = _encoding
+    try:
+        rows = _rows(event, table)
+    except (UnicodeError, ValueError, LookupError) as exc:
+        reason = " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
+        return [TableReset(table, f"a row that could not be decoded ({reason})")]
+    columns = (uuids or {}).get(table)
+    if not columns:
+        return rows
+    return [_with_uuids(change, columns) for change in rows]
+
+
+def _with_uuids(change: Event, columns: frozenset[str]) -> Event:
+    if not isinstance(change, RowChange):
+        return change
+    old = None if change.old is None else _uuid_text(change.old, columns)
+    return RowChange(change.table, change.op, _uuid_text(change.row, columns), old)
+
+
+def _uuid_text(row: Mapping[str, Any], columns: frozenset[str]) -> dict[str, Any]:
+    out = dict(row)
+    for name in columns:
+        value = out.get(name)
+        if isinstance(value, bytes) and len(value) == 16:
+            out[name] = str(uuid.UUID(bytes=value))
+    return out
+
+
+def _rows(event: Any, table: str) -> list[Event]:
     changes: list[Event] = []
     if isinstance(event, UpdateRowsEvent):
         for row in event.rows:
@@ -155,6 +196,41 @@ def rows_of(event: Any) -> list[Event]:
         for row in event.rows:
             changes.append(RowChange(table, op, _plain(row["values"])))
     return changes
+
+
+# MariaDB's (and MySQL's) latin1 is Windows-1252 with its five undefined bytes (0x81,
+# 0x8D, 0x8F, 0x90, 0x9D) kept as the C1 controls of the same number; Python's cp1252,
+# which the library uses for it, refuses them.
+_LATIN1 = "seawall_mariadb_latin1"
+_C1 = "seawall_c1"
+
+
+def _c1(error: UnicodeError) -> tuple[str, int]:
+    if not isinstance(error, UnicodeDecodeError):
+        raise error
+    return chr(error.object[error.start]), error.start + 1
+
+
+def _decode_latin1(data: Any, errors: str = "strict", /) -> tuple[str, int]:
+    return codecs.decode(bytes(data), "cp1252", _C1), len(data)
+
+
+def _search(name: str) -> codecs.CodecInfo | None:
+    if name != _LATIN1:
+        return None
+    return codecs.CodecInfo(codecs.lookup("cp1252").encode, _decode_latin1, name=_LATIN1)
+
+
+codecs.register_error(_C1, _c1)
+codecs.register(_search)
+
+
+def _encoding(charset: str) -> str:
+    from pymysql.charset import charset_by_name
+
+    found = charset_by_name(charset)
+    encoding = found.encoding if found else charset
+    return _LATIN1 if encoding == "cp1252" else encoding
 
 
 def _plain(values: Mapping[str, Any]) -> dict[str, Any]:

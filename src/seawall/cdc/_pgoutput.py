@@ -135,8 +135,16 @@ class Decoder:
                 row[relation.columns[index]] = None
             elif kind == b"t":
                 size = self._unpack(_I32)
-                text = self._data[self._pos : self._pos + size].decode()
+                raw = self._data[self._pos : self._pos + size]
                 self._pos += size
+                try:
+                    text = raw.decode()
+                except UnicodeDecodeError:
+                    # Not UTF-8 even so (a SQL_ASCII database holds any bytes): kept as
+                    # bytes, which key no cache entry (the follower clears the
+                    # namespace if it is a key) and harm no other column.
+                    row[relation.columns[index]] = raw
+                    continue
                 typ = relation.types[index]
                 row[relation.columns[index]] = int(text) if typ in _INTEGER_TYPES else text
             elif kind != b"u":  # u: an unchanged TOASTed value, not sent

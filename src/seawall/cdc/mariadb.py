@@ -85,6 +85,7 @@ class MariaDBSource:
         self._control: Any = None
         self._reader: BinlogReader | None = None
         self._tables: list[str] | None = None  # None: every table of the database
+        self._uuids: dict[str, frozenset[str]] = {}  # table -> its UUID columns
         self._server_id = 0  # the replica id of the open stream
 
     # -- Source ------------------------------------------------------------------------
@@ -153,6 +154,17 @@ class MariaDBSource:
                     )
             names.append(name)
         self._tables = names or None
+        # MariaDB's UUID type is logged as its 16 bytes: given back in its text form, as
+        # the application reads it and keys its cache.
+        self._uuids = {}
+        for name in names:
+            found = self._query(
+                "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
+                "AND TABLE_NAME = %s AND DATA_TYPE = 'uuid'",
+                (self.url.database, name),
+            )
+            if found:
+                self._uuids[f"{self.url.database}.{name}"] = frozenset(str(r[0]) for r in found)
 
     def open(self, resume_after: str | None) -> str:
         """Check the server and start reading after `resume_after` (None: from now).
@@ -317,6 +329,7 @@ class MariaDBSource:
             server_id=server_id,
             database=self.url.database,
             tables=self._tables,
+            uuids=self._uuids,
             heartbeat=heartbeat,
         )
         try:

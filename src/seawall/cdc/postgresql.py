@@ -248,8 +248,11 @@ class PostgresSource:
             self._ensure_publication()
             self._ensure_slot()
         try:
+            # pgoutput sends text in the connection's client encoding: UTF-8 whatever
+            # the database's own (a LATIN1 database's values would not decode).
             self._stream = psycopg2.connect(
-                connection_factory=psycopg2.extras.LogicalReplicationConnection, **self._params
+                connection_factory=psycopg2.extras.LogicalReplicationConnection,
+                **{"client_encoding": "UTF8", **self._params},
             )
             self._cursor = self._stream.cursor()
             self._cursor.start_replication(
