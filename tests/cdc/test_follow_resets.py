@@ -13,9 +13,9 @@ import seawall
 from cdc.helpers import wait_until
 
 
-def _cached_rows(database: Any, url: str) -> tuple[redis.Redis, seawall.Cache]:
-    """Rows 1 and 2, cached (with an L1) by another client, as a reader process would."""
-    database.execute("INSERT INTO users VALUES (1, 'a@x', 'Ann'), (2, 'b@x', 'Bob')")
+def _cached_rows(url: str) -> tuple[redis.Redis, seawall.Cache]:
+    """Rows 1 and 2 (inserted before the follower started), cached (with an L1) by
+    another client, as a reader process would."""
     client = redis.Redis.from_url(url)
     users = seawall.Cache(client, "users", ttl=300.0, l1_ttl=120.0)
     assert users.get_or_load(1, lambda: "Ann") == "Ann"
@@ -27,10 +27,11 @@ def _cached_rows(database: Any, url: str) -> tuple[redis.Redis, seawall.Cache]:
 def test_truncate_clears_the_namespace(
     database: Any, seawall_url: str, run_follower: Any, caplog: Any
 ) -> None:
+    database.execute("INSERT INTO users VALUES (1, 'a@x', 'Ann'), (2, 'b@x', 'Bob')")
     writer = redis.Redis.from_url(seawall_url)
     follower = run_follower(database.url, writer, ["users=users"])
     wait_until(lambda: follower.status().streaming, 15, "the follower streams")
-    client, users = _cached_rows(database, seawall_url)
+    client, users = _cached_rows(seawall_url)
     database.execute("TRUNCATE TABLE users")
     wait_until(lambda: users.get(1) is None and users.get(2) is None, 10, "TRUNCATE clears")
     assert "TRUNCATE of" in caplog.text and "cleared the cache namespace 'users'" in caplog.text
@@ -52,10 +53,11 @@ def test_a_statement_logged_change_on_mariadb_clears_the_namespace(
     database = MariaDBDatabase.fresh(seawall_mariadb)
     try:
         database.execute(USERS)
+        database.execute("INSERT INTO users VALUES (1, 'a@x', 'Ann'), (2, 'b@x', 'Bob')")
         writer = redis.Redis.from_url(seawall_url)
         follower = run_follower(database.url, writer, ["users=users"])
         wait_until(lambda: follower.status().streaming, 15, "the follower streams")
-        client, users = _cached_rows(database, seawall_url)
+        client, users = _cached_rows(seawall_url)
         # A session logging statements: one opened before SET GLOBAL binlog_format=ROW,
         # or one that set its own format.
         conn = database.connect()

@@ -23,6 +23,13 @@ class SourceError(SeawallError):
     """
 
 
+class LogGap(SourceError):
+    """The log no longer goes back to the position asked for: the changes in between
+    were never seen (a purged binlog, a replication slot dropped or recreated, a server
+    restored to an earlier point). The follower clears the mapped namespaces and follows
+    from the source's current position, or stops (`on_gap="stop"`)."""
+
+
 @dataclass(frozen=True, slots=True)
 class RowChange:
     """One row inserted, updated or deleted, in log order.

@@ -18,11 +18,19 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from seawall.cache._sync.base import REDIS_DOWN
 from seawall.cache._sync.cache import Cache
-from seawall.cdc._events import Event, RowChange, Source, SourceError, TableReset, TxEnd
+from seawall.cdc._events import (
+    Event,
+    LogGap,
+    RowChange,
+    Source,
+    SourceError,
+    TableReset,
+    TxEnd,
+)
 from seawall.cdc._invalidate import invalidate, new_sender, read_checkpoint, write_checkpoint
 from seawall.cdc._keys import Unkeyable, key_text
 from seawall.cdc._mapping import TableMap, parse_maps
@@ -77,6 +85,7 @@ class _Target:
 
 # The metric's cause for a namespace cleared because a key value could not be keyed.
 _UNKEYABLE = "an unkeyable key value"
+_GAP = "a gap in the log"
 
 
 class _Deposed(Exception):
@@ -109,7 +118,11 @@ class Follower:
         status_interval: float = 10.0,
         on_status: Callable[[FollowerStatus], None] | None = None,
         on_invalidated: Callable[[list[tuple[str, str]]], None] | None = None,
+        on_gap: Literal["clear", "stop"] = "clear",
     ) -> None:
+        if on_gap not in ("clear", "stop"):
+            raise ValueError(f"on_gap must be 'clear' or 'stop', got {on_gap!r}")
+        self.on_gap = on_gap
         if isinstance(source, str):
             from seawall.cdc._sources import open_source
 
@@ -298,6 +311,7 @@ class Follower:
 
     def _open(self, position: str | None, fence: int, *, first: bool) -> None:
         delay = 0.2
+        gap = False
         while True:
             # Still the leader? A successor claims the checkpoint as soon as it is
             # elected, so our fence is refused then (and we raise _Deposed): a follower
@@ -306,12 +320,36 @@ class Follower:
                 raise _Deposed
             self._checkpoint(self._position or "", fence)
             try:
-                started = self.source.open(position)
+                started = self.source.open(None if gap else position)
+            except LogGap as exc:
+                if gap:
+                    raise  # from the source's own position: cannot happen
+                if self.on_gap == "stop":
+                    raise SourceError(
+                        f"{exc}; stopped (on_gap 'stop'): clear the mapped cache namespaces, "
+                        "then start the follower without its checkpoint"
+                    ) from None
+                log.warning(
+                    "seawall follow: %s; the changes in between were never seen, so the "
+                    "mapped cache namespaces (%s) are cleared and the follower goes on from "
+                    "the source's current position",
+                    exc,
+                    ", ".join(sorted(self._namespaces())),
+                )
+                gap = True
+                continue
             except SourceError as exc:
                 if first:
                     raise
                 log.warning("seawall follow: %s; retrying in %.1f s", exc, delay)
             else:
+                if gap:
+                    # Cleared once the new start is fixed: a row cached before the clear
+                    # is gone, a change after the start is streamed.
+                    self._clear_all(_GAP)
+                    self._checkpoint(started or "", fence)
+                    self._position = started
+                    return
                 if position is None and started:
                     # A source that starts "from now" (MariaDB): without this, a leader
                     # killed before its first transaction leaves no checkpoint and its
@@ -374,6 +412,14 @@ class Follower:
         if self._on_invalidated is not None:
             self._on_invalidated(list(dict.fromkeys(keys)))
         return done
+
+    def _clear_all(self, cause: str) -> None:
+        cleared = dict.fromkeys(self._namespaces(), cause)
+        self._redis_call(lambda: self._clear(cleared))
+        metrics_sink.count(FOLLOWER_CLEARS.name, (self.source.name, cause), len(cleared))
+
+    def _namespaces(self) -> set[str]:
+        return {target.namespace for targets in self._targets.values() for target in targets}
 
     def _clear(self, namespaces: dict[str, str]) -> None:
         """Clear each namespace whole (Cache.clear(): O(1), in Redis and every L1)."""

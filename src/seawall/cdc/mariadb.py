@@ -29,7 +29,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
         'pip install "seawall[cdc-mysql]"'
     ) from exc
 
-from seawall.cdc._events import Event, SourceError, Watched, watched_columns
+from seawall.cdc._events import Event, LogGap, SourceError, Watched, watched_columns
 from seawall.cdc._mariadb_config import (
     SERVER_ID_MAX,
     FilePosition,
@@ -348,7 +348,7 @@ class MariaDBSource:
         if code == _ER_SPECIFIC_ACCESS_DENIED:
             return SourceError(no_replication_slave(self._where, self.url.user))
         if code == _ER_MASTER_FATAL_READING_BINLOG:
-            return SourceError(log_gone(self._where, str(start), reason))
+            return LogGap(log_gone(self._where, str(start), reason))
         return self._error(exc)
 
 

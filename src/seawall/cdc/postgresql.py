@@ -21,8 +21,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from seawall.cdc._events import Event, SourceError, Watched, watched_columns
-from seawall.cdc._pgoutput import Decoder, parse_lsn
+from seawall.cdc._events import Event, LogGap, SourceError, TxEnd, Watched, watched_columns
+from seawall.cdc._pgoutput import Decoder, format_lsn, parse_lsn
 
 try:
     import psycopg2
@@ -246,7 +246,9 @@ class PostgresSource:
         with self._one_line():
             self._check_server()
             self._ensure_publication()
-            self._ensure_slot()
+            slot_lsn = self._ensure_slot()
+            if resume_after:
+                self._check_gap(resume_after, slot_lsn)
         try:
             # pgoutput sends text in the connection's client encoding: UTF-8 whatever
             # the database's own (a LATIN1 database's values would not decode).
@@ -268,6 +270,7 @@ class PostgresSource:
                 f"cannot stream from slot {self.slot} of {self.where}: {_first_line(exc)}"
             ) from None
         self._decoder = Decoder()
+        self._offered = 0  # the last idle position handed on as a TxEnd
         self._heard = self._asked = time.monotonic()  # server traffic; our last ask
         self._received = 0  # the last data message's position
         self._confirmed = parse_lsn(resume_after) if resume_after else 0
@@ -289,7 +292,10 @@ class PostgresSource:
                 if events:
                     break
                 self._check_alive(cursor)
-                self._heartbeat(cursor)
+                idle = self._heartbeat(cursor)
+                if idle is not None:
+                    events.append(idle)
+                    break
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
@@ -337,18 +343,46 @@ class PostgresSource:
             self._asked = now
             cursor.send_feedback(reply=True, force=True)
 
-    def _heartbeat(self, cursor: Any) -> None:
+    def _heartbeat(self, cursor: Any) -> TxEnd | None:
         """Let an idle or fully filtered slot free its WAL.
 
         The server's keepalives carry how far it has decoded (wal_end), including WAL of
         other tables and databases that the publication filters out. When everything
-        received is confirmed, nothing of ours lies before wal_end: confirm it, or the
-        slot would hold that WAL until the next change of a followed table.
+        received is confirmed, nothing of ours lies before wal_end: hand it on as an
+        empty transaction's end, which the follower checkpoints and then confirms, or
+        the slot would hold that WAL until the next change of a followed table. (Never
+        confirmed here directly: the slot must never be ahead of the checkpoint, which
+        is how a slot dropped and recreated is told apart, see _check_gap.)
         """
         wal_end = int(cursor.wal_end or 0)
-        if self._confirmed >= self._received and wal_end > self._confirmed:
-            self._confirmed = wal_end
-            cursor.send_feedback(flush_lsn=wal_end)
+        if self._confirmed >= self._received and wal_end > max(self._confirmed, self._offered):
+            self._offered = wal_end
+            return TxEnd(format_lsn(wal_end))
+        return None
+
+    def _check_gap(self, resume_after: str, slot_lsn: int | None) -> None:
+        """LogGap when the slot cannot serve the changes after the checkpoint.
+
+        The follower confirms only what it has checkpointed, so a slot confirmed past the
+        checkpoint (or created just now) was dropped and recreated, or read by someone
+        else, and a checkpoint past the server's WAL names a server restored to an
+        earlier point or rebuilt at the same address: streaming from either would skip
+        changes, or (psycopg2 confirming the checkpoint) move the slot past them."""
+        checkpoint = parse_lsn(resume_after)
+        current = self._query("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn")
+        if current is not None and checkpoint > int(current[0]):
+            raise LogGap(
+                f"the checkpoint {resume_after} is ahead of the WAL of {self.where} (at "
+                f"{format_lsn(int(current[0]))}): a server restored to an earlier point, or "
+                "another server at the same address"
+            )
+        if slot_lsn is None or slot_lsn > checkpoint:
+            what = "was created just now" if slot_lsn is None else "is confirmed past it"
+            raise LogGap(
+                f"replication slot {self.slot} of {self.where} {what}, so the changes after "
+                f"the checkpoint {resume_after} are gone (the slot was dropped, or a "
+                "failover went to a server without it)"
+            )
 
     def close(self) -> None:
         for conn in (self._stream, self._sql):
@@ -540,7 +574,9 @@ class PostgresSource:
         ):
             time.sleep(0.05)
 
-    def _ensure_slot(self) -> None:
+    def _ensure_slot(self) -> int | None:
+        """The slot's confirmed position once no one else streams it; None when it did
+        not exist and was created now."""
         slot = self._query(
             "SELECT plugin, database, active_pid FROM pg_replication_slots WHERE slot_name = %s",
             (self.slot,),
@@ -553,7 +589,12 @@ class PostgresSource:
                 )
             if slot[2] is not None:
                 self._take_over(slot[2])
-            return
+            confirmed = self._query(
+                "SELECT confirmed_flush_lsn - '0/0'::pg_lsn FROM pg_replication_slots "
+                "WHERE slot_name = %s",
+                (self.slot,),
+            )
+            return int(confirmed[0]) if confirmed and confirmed[0] is not None else 0
         try:
             self._query_all(
                 "SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (self.slot,)
@@ -570,6 +611,7 @@ class PostgresSource:
             self.where,
             self.slot,
         )
+        return None
 
 
 def _first_line(exc: BaseException) -> str:
