@@ -120,3 +120,31 @@ def test_a_standby_elected_while_the_database_is_down_waits_for_it(
     wait_until(_gone(client, range(1, 3)), 20, f"the standby follows:\n{standby.log()}")
     _alive(standby)
     client.close()
+
+
+def test_lag_grows_in_status_lines_while_redis_is_frozen(
+    pg_database: Any, seawall_server_factory: Any, run_follower: Any
+) -> None:
+    """The lag is the age of the oldest change not yet invalidated, reported every
+    interval even while the follower waits for Redis (not 0 after a quiet interval).
+    The follower's own logic: one source is enough."""
+    database = pg_database
+    server = seawall_server_factory()
+    client = redis.Redis.from_url(server.url, socket_timeout=0.3)
+    _cached(database, client, range(1, 2))
+    seen: list[Any] = []
+    follower = run_follower(
+        database.url, client, ["users=users"], status_interval=0.2, on_status=seen.append
+    )
+    wait_until(lambda: follower.status().streaming, 15, "the follower streams")
+    server.pause()
+    try:
+        _update(database, range(1, 2))
+        time.sleep(2.5)
+        during = [s.lag_seconds for s in seen[-3:]]
+    finally:
+        server.resume()
+    assert during and max(during) > 1.0, f"lag while Redis is frozen: {during}"
+    wait_until(lambda: not in_redis(client, "users", 1), 20, "caught up")
+    wait_until(lambda: seen[-1].lag_seconds < 1.0, 10, "the lag falls back")
+    client.close()

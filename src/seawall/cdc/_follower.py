@@ -59,7 +59,10 @@ class FollowerStatus:
     leader: bool
     streaming: bool  # elected and reading the log
     position: str | None  # the last checkpointed position
-    lag_seconds: float  # commit-to-invalidated delay of the last transaction; 0 when idle
+    # The age of the oldest change read and not yet invalidated (its commit to now), or,
+    # with none waiting, the commit-to-invalidated delay of the last transaction of the
+    # interval; 0 when idle.
+    lag_seconds: float
     events_per_second: float  # row changes over the last status interval
     row_changes: int  # since start
     invalidated: int  # cache keys voided since start (after de-duplication per batch)
@@ -147,6 +150,7 @@ class Follower:
         self._streaming = False
         self._position: str | None = None
         self._lag = 0.0
+        self._pending_since: float | None = None  # commit time of the oldest change waiting
         self._changes = self._invalidated = 0
         self._window = (time.monotonic(), 0)  # (start, row changes at start)
         self._rate = 0.0
@@ -206,6 +210,7 @@ class Follower:
             finally:
                 first_start = False
                 self._leader = self._streaming = False
+                self._pending_since = None  # re-read by whoever leads next
                 self.source.close()
                 with contextlib.suppress(Exception):  # the lease is lost either way
                     if lock.owned():
@@ -236,7 +241,7 @@ class Follower:
             leader=self._leader,
             streaming=self._streaming,
             position=self._position,
-            lag_seconds=self._lag,
+            lag_seconds=self._current_lag(),
             events_per_second=self._rate,
             row_changes=self._changes,
             invalidated=self._invalidated,
@@ -364,6 +369,11 @@ class Follower:
             delay = min(delay * 2, _MAX_BACKOFF)
 
     def _apply(self, events: Sequence[Event], fence: int) -> None:
+        if self._pending_since is None:
+            # Its changes were committed by the first transaction end it holds (or, in
+            # the middle of a transaction, by now at the latest).
+            ends = (e.committed_at for e in events if isinstance(e, TxEnd) and e.committed_at)
+            self._pending_since = next(ends, None) or time.time()
         keys: list[tuple[str, str]] = []
         cleared: dict[str, str] = {}  # namespace -> cause
         last: TxEnd | None = None
@@ -399,9 +409,11 @@ class Follower:
             return
         self._checkpoint(last.position, fence)
         self._position = last.position
+        # Whatever follows the last transaction end (a transaction cut by the batch) waits.
+        self._pending_since = None if isinstance(events[-1], TxEnd) else time.time()
         if last.committed_at is not None:
             self._lag = max(0.0, time.time() - last.committed_at)
-            metrics_sink.gauge(FOLLOWER_LAG.name, labels, self._lag)
+        metrics_sink.gauge(FOLLOWER_LAG.name, labels, self._current_lag())
         try:
             self.source.confirm(last.position)
         except SourceError as exc:
@@ -485,9 +497,15 @@ class Follower:
                 log.warning(
                     "seawall follow: Redis did not answer (%s); retrying in %.1f s", exc, delay
                 )
+            self._report()  # the lag grows while Redis is away: say so every interval
             if self._stop.wait(delay) or self._deposed.is_set():
                 raise _Deposed
             delay = min(delay * 2, _MAX_BACKOFF)
+
+    def _current_lag(self) -> float:
+        if self._pending_since is not None:
+            return max(self._lag, time.time() - self._pending_since)
+        return self._lag
 
     def _report(self) -> None:
         now = time.monotonic()
@@ -499,6 +517,8 @@ class Follower:
             self._lag = 0.0  # idle: nothing waits to be invalidated
         self._window = (now, self._changes)
         status = self.status()
+        if status.leader:
+            metrics_sink.gauge(FOLLOWER_LAG.name, (self.source.name,), status.lag_seconds)
         if status.leader:
             log.info(
                 "seawall follow: %s at %s, lag %.3f s, %.0f row changes/s",
