@@ -10,6 +10,7 @@ import pytest
 import redis
 
 import seawall
+from cdc.conftest import USERS
 from cdc.helpers import wait_until
 
 
@@ -34,7 +35,8 @@ def test_truncate_clears_the_namespace(
     client, users = _cached_rows(seawall_url)
     database.execute("TRUNCATE TABLE users")
     wait_until(lambda: users.get(1) is None and users.get(2) is None, 10, "TRUNCATE clears")
-    assert "TRUNCATE of" in caplog.text and "cleared the cache namespace 'users'" in caplog.text
+    assert "users: TRUNCATE, not in the log" in caplog.text
+    assert "cleared the cache namespace 'users'" in caplog.text
     # Row by row again afterwards.
     users.set(3, "absent before")
     database.execute("INSERT INTO users VALUES (3, 'c@x', 'Cy')")
@@ -47,7 +49,6 @@ def test_truncate_clears_the_namespace(
 def test_a_statement_logged_change_on_mariadb_clears_the_namespace(
     seawall_mariadb: Any, seawall_url: str, run_follower: Any, caplog: Any, mode: str
 ) -> None:
-    from cdc.conftest import USERS
     from cdc.mariadb_database import MariaDBDatabase
 
     database = MariaDBDatabase.fresh(seawall_mariadb)
@@ -67,7 +68,7 @@ def test_a_statement_logged_change_on_mariadb_clears_the_namespace(
             cursor.execute("UPDATE users SET name = 'Anna' WHERE id = 1")
             cursor.execute("COMMIT")
         wait_until(lambda: users.get(1) is None and users.get(2) is None, 10, "cleared")
-        assert "a statement-logged UPDATE of" in caplog.text
+        assert "users: a statement-logged UPDATE, not in the log" in caplog.text
         users.set(2, "Bob")
         with conn.cursor() as cursor:
             cursor.execute(f"DELETE FROM `{database.name}`.`users` WHERE id = 2")
@@ -77,3 +78,26 @@ def test_a_statement_logged_change_on_mariadb_clears_the_namespace(
         writer.close()
     finally:
         database.drop()
+
+
+def test_a_rename_swap_clears_the_namespace_and_the_new_table_is_followed(
+    database: Any, seawall_url: str, run_follower: Any
+) -> None:
+    database.execute("INSERT INTO users VALUES (1, 'a@x', 'Ann'), (2, 'b@x', 'Bob')")
+    database.execute(USERS.replace("users", "users_new"))
+    database.execute("INSERT INTO users_new VALUES (1, 'a@x', 'Ann 2'), (2, 'b@x', 'Bob 2')")
+    writer = redis.Redis.from_url(seawall_url)
+    follower = run_follower(database.url, writer, ["users=users"])
+    wait_until(lambda: follower.status().streaming, 15, "the follower streams")
+    client, users = _cached_rows(seawall_url)
+    if database.kind == "postgresql":
+        swap = "ALTER TABLE users RENAME TO users_old; ALTER TABLE users_new RENAME TO users"
+    else:
+        swap = "RENAME TABLE users TO users_old, users_new TO users"
+    database.execute(swap)
+    wait_until(lambda: users.get(1) is None and users.get(2) is None, 10, "the swap clears")
+    users.set(2, "Bob 2")
+    database.execute("UPDATE users SET name = 'Bobby' WHERE id = 2")
+    wait_until(lambda: users.get(2) is None, 10, "the new table's changes are followed")
+    client.close()
+    writer.close()

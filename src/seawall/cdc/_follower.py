@@ -389,7 +389,7 @@ class Follower:
                     names = ", ".join(repr(t.namespace) for t in targets)
                     self._warn(
                         f"reset:{event.table}:{event.cause}",
-                        f"{event.cause} of {event.table} is not in the log row by row: "
+                        f"{event.table}: {event.cause}, not in the log row by row; "
                         f"cleared the cache namespace {names} whole",
                     )
             else:

@@ -55,9 +55,13 @@ _ENDS = ("COMMIT", "ROLLBACK")
 # The statements that change rows, after any leading comments: (the cause, as logged).
 _CHANGES = re.compile(
     r"^(?:\s|/\*.*?\*/|#[^\n]*\n|--[^\n]*\n)*"
-    r"(TRUNCATE|INSERT|REPLACE|UPDATE|DELETE|LOAD\s+DATA|LOAD\s+XML)\b",
+    r"(TRUNCATE|INSERT|REPLACE|UPDATE|DELETE|LOAD\s+DATA|LOAD\s+XML"
+    # A table replaced under its name: the rename-swap migration, a DROP and CREATE.
+    r"|RENAME\s+TABLES?|DROP\s+TABLE|CREATE\s+(?:OR\s+REPLACE\s+)?TABLE"
+    r"|ALTER\s+(?:ONLINE\s+|IGNORE\s+)*TABLE)\b",
     re.IGNORECASE | re.DOTALL,
 )
+_DDL = ("RENAME", "DROP", "CREATE", "ALTER")
 _WORDS = re.compile(r"`((?:[^`]|``)+)`|([A-Za-z0-9_$]+)")
 
 
@@ -119,12 +123,16 @@ class TransactionTracker:
         if found is None:
             return []
         cause = " ".join(found.group(1).upper().split())
-        if cause != "TRUNCATE":
-            cause = f"a statement-logged {cause}"
         named = {
             (quoted.replace("``", "`") if quoted else bare).lower()
             for quoted, bare in _WORDS.findall(query)
         }
+        if cause.startswith("ALTER") and "rename" not in named:
+            return []  # a table changed in place keeps its rows
+        if cause.startswith(_DDL):
+            cause = f"{cause.split()[0]} TABLE"
+        elif cause != "TRUNCATE":
+            cause = f"a statement-logged {cause}"
         if self._database.lower() not in named and schema != self._database:
             return []  # another database's statement, naming none of ours
         if self._tables is None:

@@ -21,7 +21,15 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from seawall.cdc._events import Event, LogGap, SourceError, TxEnd, Watched, watched_columns
+from seawall.cdc._events import (
+    Event,
+    LogGap,
+    SourceError,
+    TableReset,
+    TxEnd,
+    Watched,
+    watched_columns,
+)
 from seawall.cdc._pgoutput import Decoder, format_lsn, parse_lsn
 
 try:
@@ -55,6 +63,8 @@ _TCP_KEEPALIVES = {
     "keepalives_interval": "5",
     "keepalives_count": "3",
 }
+# How often the followed tables' OIDs are looked at (a rename-swap, a DROP and CREATE).
+_TABLE_CHECK = 2.0
 _SLOT_ACTIVE = "SELECT 1 FROM pg_replication_slots WHERE slot_name = %s AND active_pid IS NOT NULL"
 
 
@@ -113,6 +123,8 @@ class PostgresSource:
             f"postgresql://{self._params['host']}:{self._params['port']}/{self.dbname}/{self.slot}"
         )
         self._tables: dict[str, Watched] = {}
+        self._oids: dict[str, int | None] = {}  # the followed tables' OIDs as last seen
+        self._next_check = 0.0
         self._sql: Any = None
         self._stream: Any = None
         self._cursor: Any = None
@@ -155,7 +167,45 @@ class PostgresSource:
                 for column in watched_columns(value):
                     self._check_keyable(table, column)
                 tables[table] = value
-        self._tables = tables
+            self._tables = tables
+            self._oids = self._table_oids()
+
+    def _table_oids(self) -> dict[str, int | None]:
+        """Each followed table's OID now (None: no table of that name)."""
+        rows = self._query_all(
+            "SELECT t, to_regclass(t)::oid FROM unnest(%s::text[]) AS t",
+            ([_qualified(t) for t in self._tables],),
+        )
+        by_name = {_qualified(t): t for t in self._tables}
+        return {by_name[r[0]]: (int(r[1]) if r[1] is not None else None) for r in rows}
+
+    def _check_tables(self) -> list[Event]:
+        """A TableReset per followed table replaced since the last look.
+
+        A publication names tables by OID, and pgoutput sends no DDL: a table renamed
+        away, swapped with another (the rename-swap migration) or dropped and created
+        again leaves the follower reading the old table, or nothing. The new table is
+        added to the publication first, then its namespaces are cleared: what changed in
+        between was never sent, a change after the addition is."""
+        self._next_check = time.monotonic() + _TABLE_CHECK
+        with self._one_line():
+            now = self._table_oids()
+            changed = [t for t, oid in now.items() if oid != self._oids.get(t)]
+            if not changed:
+                return []
+            if any(now[t] is not None for t in changed):
+                for table in changed:
+                    if now[table] is not None:
+                        for column in watched_columns(self._tables[table]):
+                            self._check_keyable(table, column)
+                self._ensure_publication()
+        self._oids = now
+        events: list[Event] = []
+        for table in changed:
+            what = "dropped or renamed away" if now[table] is None else "replaced"
+            cause = f"the table was {what} (a rename, a swap, or a DROP and CREATE)"
+            events.append(TableReset(table, cause))
+        return events
 
     def _check_keyable(self, table: str, column: str | None) -> None:
         keys = list(self.key_columns(table))
@@ -281,6 +331,8 @@ class PostgresSource:
             raise SourceError(f"{self.where}: read() before open()")
         events: list[Event] = []
         deadline = time.monotonic() + timeout
+        if time.monotonic() >= self._next_check:
+            events += self._check_tables()
         try:
             while len(events) < _BATCH:
                 message = cursor.read_message()
