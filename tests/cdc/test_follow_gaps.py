@@ -11,9 +11,8 @@ import redis
 
 import seawall
 from cdc.databases import PostgresDatabase
-from cdc.helpers import in_redis, wait_until
+from cdc.helpers import checkpoint_name, in_redis, wait_until
 from seawall.cdc._invalidate import write_checkpoint
-from seawall.cdc._sources import open_source
 from seawall.cli import main
 
 
@@ -32,7 +31,7 @@ def test_a_checkpoint_the_log_cannot_serve_clears_the_namespaces(
     client = redis.Redis.from_url(seawall_url)
     users = seawall.Cache(redis.Redis.from_url(seawall_url), "users")
     users.set(1, "stale: changed while the log was away")
-    name = open_source(database.url).name
+    name = checkpoint_name(database.url)
     assert write_checkpoint(client, name, _ahead(database), 1)
     follower = run_follower(database.url, client, ["users=users"])
     wait_until(lambda: follower.status().streaming, 15, "the follower streams")
@@ -74,7 +73,7 @@ def test_on_gap_stop_is_one_line(
     capsys: Any, pg_database: PostgresDatabase, seawall_url: str
 ) -> None:
     client = redis.Redis.from_url(seawall_url)
-    assert write_checkpoint(client, open_source(pg_database.url).name, "FF/0", 1)
+    assert write_checkpoint(client, checkpoint_name(pg_database.url), "FF/0", 1)
     code = main(["follow", pg_database.url, "--redis", seawall_url, "--map", "users=users",
                  "--on-gap", "stop"])  # fmt: skip
     err = capsys.readouterr().err.strip()

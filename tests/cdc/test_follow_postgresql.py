@@ -143,3 +143,43 @@ def test_key_columns_takes_a_bare_table_name(database: PostgresDatabase) -> None
         assert list(source.key_columns("public.users")) == ["id"]
     finally:
         source.close()
+
+
+def test_two_spellings_of_one_database_elect_one_follower(
+    database: PostgresDatabase, seawall_url: str, run_follower: Any
+) -> None:
+    """127.0.0.1 and localhost name one server: one election (by the server's system
+    identifier), so the second stands by instead of taking the slot's stream away."""
+    client = redis.Redis.from_url(seawall_url)
+    first = run_follower(database.url, client, ["users=users"])
+    wait_until(lambda: first.status().streaming, 15, "the first streams")
+    second = run_follower(database.url.replace("127.0.0.1", "localhost"), client, ["users=users"])
+    time.sleep(2.0)  # the second used to lead at once, ending the first's stream
+    assert first.status().streaming and not second.status().leader
+    seawall.Cache(client, "users").set(1, "Ann")
+    database.execute("INSERT INTO users VALUES (1, 'a@x', 'Ann')")
+    wait_until(lambda: not in_redis(client, "users", 1), 10, "followed")
+    first.stop()  # the other spelling takes over, from the same checkpoint
+    wait_until(lambda: second.status().streaming, 20, "the second takes over")
+    seawall.Cache(client, "users").set(2, "Bob")
+    database.execute("INSERT INTO users VALUES (2, 'b@x', 'Bob')")
+    wait_until(lambda: not in_redis(client, "users", 2), 10, "followed by the second")
+    client.close()
+
+
+def test_a_checkpoint_kept_under_the_url_spelling_is_still_read(
+    database: PostgresDatabase, seawall_url: str, run_follower: Any
+) -> None:
+    """Checkpoints written before followers keyed them by the server's identity."""
+    from seawall.cdc._invalidate import read_checkpoint, write_checkpoint
+
+    client = redis.Redis.from_url(seawall_url)
+    old = PostgresSource(database.url).name
+    assert write_checkpoint(client, old, "FF/0", 1)  # read, it is a gap: a clear
+    users = seawall.Cache(client, "users")
+    users.set(1, "stale")
+    follower = run_follower(database.url, client, ["users=users"])
+    wait_until(lambda: follower.status().streaming, 15, "the follower streams")
+    assert users.get(1) is None
+    assert read_checkpoint(client, old)[0] == "FF/0"  # left alone
+    client.close()

@@ -146,6 +146,7 @@ class Follower:
         self._stop = threading.Event()
         self._deposed = threading.Event()
         self._targets: dict[str, list[_Target]] = {}  # table -> its namespaces
+        self._key = source.name  # the election's and the checkpoint's (see _prepare)
         self._leader = False
         self._streaming = False
         self._position: str | None = None
@@ -228,7 +229,7 @@ class Follower:
             if which is lock:
                 self._deposed.set()
 
-        lock = Lock(self._redis, f"cdc:{self.source.name}", ttl=self.ttl, on_lost=lost)
+        lock = Lock(self._redis, f"cdc:{self._key}", ttl=self.ttl, on_lost=lost)
         return lock
 
     def stop(self) -> None:
@@ -265,9 +266,17 @@ class Follower:
         watch = getattr(self.source, "watch", None)
         if watch is not None:
             watch({t: c[0] if len(c) == 1 else tuple(c) for t, c in columns.items()})
+        # Elect and checkpoint by the server's identity when the source knows it (every
+        # spelling of one server's address is one source), else by its name.
+        self._key = getattr(self.source, "election_name", None) or self.source.name
+        if self._key != self.source.name:
+            log.info("seawall follow: %s is %s", self.source.name, self._key)
 
     def _lead(self, fence: int, first_start: bool) -> None:
-        position, _ = self._redis_call(lambda: read_checkpoint(self._redis, self.source.name))
+        position, fence_seen = self._redis_call(lambda: read_checkpoint(self._redis, self._key))
+        if not position and not fence_seen and self._key != self.source.name:
+            # Written by a follower that keyed its checkpoint by the URL's spelling.
+            position, _ = self._redis_call(lambda: read_checkpoint(self._redis, self.source.name))
         position = position or None
         # Claim the checkpoint with our fence at once: from now on a deposed follower's
         # writes are refused.
@@ -482,7 +491,7 @@ class Follower:
 
     def _checkpoint(self, position: str, fence: int) -> None:
         accepted = self._redis_call(
-            lambda: write_checkpoint(self._redis, self.source.name, position, fence)
+            lambda: write_checkpoint(self._redis, self._key, position, fence)
         )
         if not accepted:
             raise _Deposed

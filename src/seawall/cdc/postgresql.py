@@ -124,6 +124,9 @@ class PostgresSource:
         )
         self._tables: dict[str, Watched] = {}
         self._oids: dict[str, int | None] = {}  # the followed tables' OIDs as last seen
+        #: What followers elect by and checkpoint under: the server's identity, known
+        #: once watch() has connected (see _identity).
+        self.election_name: str | None = None
         self._next_check = 0.0
         self._sql: Any = None
         self._stream: Any = None
@@ -169,6 +172,30 @@ class PostgresSource:
                 tables[table] = value
             self._tables = tables
             self._oids = self._table_oids()
+            self._check_server()
+            self.election_name = self._identity()
+
+    def _identity(self) -> str:
+        """The followed database and slot by the server's system identifier, which every
+        spelling of its address shares (127.0.0.1, localhost, a DNS name), as do its
+        physical standbys: followers elect one leader, and keep one checkpoint, by it."""
+        try:
+            conn = psycopg2.connect(
+                connection_factory=psycopg2.extras.LogicalReplicationConnection, **self._params
+            )
+        except psycopg2.Error as exc:
+            raise SourceError(
+                f"cannot connect to {self.where}: {_first_line(exc)}; check the URL, "
+                "that the server runs, and pg_hba.conf"
+            ) from None
+        try:
+            with conn.cursor() as cursor:
+                cursor.execute("IDENTIFY_SYSTEM")
+                row = cursor.fetchone()
+        finally:
+            conn.close()
+        system, database = row[0], row[3] or self.dbname
+        return f"postgresql:{system}/{database}/{self.slot}"
 
     def _table_oids(self) -> dict[str, int | None]:
         """Each followed table's OID now (None: no table of that name)."""
