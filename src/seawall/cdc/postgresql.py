@@ -64,7 +64,7 @@ _TCP_KEEPALIVES = {
     "keepalives_count": "3",
 }
 # How often the followed tables' OIDs are looked at (a rename-swap, a DROP and CREATE).
-_TABLE_CHECK = 2.0
+_TABLE_CHECK = 1.0
 _SLOT_ACTIVE = "SELECT 1 FROM pg_replication_slots WHERE slot_name = %s AND active_pid IS NOT NULL"
 
 
