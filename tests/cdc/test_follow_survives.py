@@ -55,8 +55,11 @@ def _alive(follower: FollowerProcess) -> None:
 
 
 def test_a_deposed_leader_stands_by_and_leads_again(
-    database: Any, seawall_url: str, followers: Any
+    pg_database: Any, seawall_url: str, followers: Any
 ) -> None:
+    """The follower's own election (a Lock per election), on PostgreSQL, where a deposed
+    follower could also end its successor's stream when it comes back."""
+    database = pg_database
     client = redis.Redis.from_url(seawall_url)
     _cached(database, client, range(1, 3))
     first = followers(database.url, seawall_url, "--ttl", "1")
