@@ -118,9 +118,9 @@ def test_a_silent_stream_is_noticed_and_reopened(
     stream_timeout, the follower reconnects (here once the walsender ends)."""
     database.execute("INSERT INTO users VALUES (1, 'a@x', 'Ann')")
     client = redis.Redis.from_url(seawall_url)
-    follower = run_follower(database.url + "&stream_timeout=2", client, ["users=users"])
+    follower = run_follower(database.url + "&stream_timeout=1.5", client, ["users=users"])
     wait_until(lambda: follower.status().streaming, 15, "the follower streams")
-    time.sleep(2.5)  # idle past the timeout: the server answers the keepalive requests
+    time.sleep(2.0)  # idle past the timeout: the server answers the keepalive requests
     assert "silent" not in caplog.text
     (pid,) = database.execute(
         "SELECT active_pid FROM pg_replication_slots WHERE slot_name = %s", database.slot
@@ -154,7 +154,7 @@ def test_two_spellings_of_one_database_elect_one_follower(
     first = run_follower(database.url, client, ["users=users"])
     wait_until(lambda: first.status().streaming, 15, "the first streams")
     second = run_follower(database.url.replace("127.0.0.1", "localhost"), client, ["users=users"])
-    time.sleep(2.0)  # the second used to lead at once, ending the first's stream
+    time.sleep(1.0)  # the second used to lead at once, then end the first's stream
     assert first.status().streaming and not second.status().leader
     seawall.Cache(client, "users").set(1, "Ann")
     database.execute("INSERT INTO users VALUES (1, 'a@x', 'Ann')")

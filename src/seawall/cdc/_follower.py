@@ -356,6 +356,7 @@ class Follower:
                 if first:
                     raise
                 log.warning("seawall follow: %s; retrying in %.1f s", exc, delay)
+                self._report()  # status lines go on while the source is away
             else:
                 if gap:
                     # Cleared once the new start is fixed: a row cached before the clear
