@@ -30,11 +30,13 @@ def test_truncate_clears_the_namespace(
 ) -> None:
     database.execute("INSERT INTO users VALUES (1, 'a@x', 'Ann'), (2, 'b@x', 'Bob')")
     writer = redis.Redis.from_url(seawall_url)
-    follower = run_follower(database.url, writer, ["users=users"])
+    cleared: list[list[str]] = []  # what on_cleared was told, for copies kept elsewhere
+    follower = run_follower(database.url, writer, ["users=users"], on_cleared=cleared.append)
     wait_until(lambda: follower.status().streaming, 15, "the follower streams")
     client, users = _cached_rows(seawall_url)
     database.execute("TRUNCATE TABLE users")
     wait_until(lambda: users.get(1) is None and users.get(2) is None, 10, "TRUNCATE clears")
+    assert cleared == [["users"]]
     assert "users: TRUNCATE, not in the log" in caplog.text
     assert "cleared the cache namespace 'users'" in caplog.text
     # Row by row again afterwards.

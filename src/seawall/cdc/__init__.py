@@ -54,6 +54,7 @@ def follow(
     on_status: Callable[[FollowerStatus], None] | None = None,
     on_invalidated: Callable[[list[tuple[str, str]]], None] | None = None,
     on_gap: Literal["clear", "stop"] = "clear",
+    on_cleared: Callable[[list[str]], None] | None = None,
 ) -> None:
     """Follow `source` until interrupted (Ctrl-C): `Follower(...).run()` in one call."""
     follower = Follower(
@@ -65,6 +66,7 @@ def follow(
         on_status=on_status,
         on_invalidated=on_invalidated,
         on_gap=on_gap,
+        on_cleared=on_cleared,
     )
     try:
         follower.run()

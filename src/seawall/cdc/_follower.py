@@ -109,6 +109,12 @@ class Follower:
     `seawall_follow` deletes Django cache keys there). It must be idempotent: a batch
     is retried whole, the call included, when Redis did not answer (a redis-py error
     or an OSError raised by it counts as that); any other exception ends the follower.
+
+    `on_cleared(namespaces)`, if given, is called the same way (idempotent, retried,
+    before the checkpoint) with the namespaces cleared whole (a TRUNCATE, a statement-
+    logged change, a replaced table, a key that keys nothing, a gap in the log): copies
+    kept under other keys must be dropped whole then, as `on_invalidated` never names
+    the rows. `on_gap` ("clear" or "stop"): what a gap in the log does (see LogGap).
     """
 
     def __init__(
@@ -122,6 +128,7 @@ class Follower:
         on_status: Callable[[FollowerStatus], None] | None = None,
         on_invalidated: Callable[[list[tuple[str, str]]], None] | None = None,
         on_gap: Literal["clear", "stop"] = "clear",
+        on_cleared: Callable[[list[str]], None] | None = None,
     ) -> None:
         if on_gap not in ("clear", "stop"):
             raise ValueError(f"on_gap must be 'clear' or 'stop', got {on_gap!r}")
@@ -141,6 +148,7 @@ class Follower:
         self.status_interval = status_interval
         self._on_status = on_status
         self._on_invalidated = on_invalidated
+        self._on_cleared = on_cleared
         self._sender = new_sender()
         self._generations: dict[str, int] = {}  # of the cache namespaces (see invalidate)
         self._stop = threading.Event()
@@ -450,6 +458,8 @@ class Follower:
             if cache is None:
                 cache = self._caches[namespace] = Cache(self._redis, namespace)
             cache.clear()
+        if self._on_cleared is not None:
+            self._on_cleared(list(namespaces))
 
     def _warn(self, cause: str, text: str) -> None:
         line = self._notices.notice(cause, text)
