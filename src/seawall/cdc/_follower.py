@@ -165,6 +165,7 @@ class Follower:
         self._rate = 0.0
         self._notices = Notices()
         self._caches: dict[str, Cache] = {}  # namespaces cleared whole, by name
+        self._elections = 0  # Lock objects made: the newest is the current election
 
     # -- public ---------------------------------------------------------------------------
 
@@ -187,7 +188,7 @@ class Follower:
                 elected = lock.acquire(timeout=min(self.ttl, 1.0))
             except (*REDIS_DOWN, LockError) as exc:
                 log.warning(
-                    "seawall follow: Redis unreachable while electing (%s); retrying in %.1f s",
+                    "seawall follow: could not take part in the election (%s); retrying in %.1f s",
                     exc,
                     delay,
                 )
@@ -230,15 +231,17 @@ class Follower:
                 lock = self._election()
 
     def _election(self) -> Lock:
-        """A fresh election lock; only the current one's lost lease deposes."""
-        lock: Lock | None = None
+        """A fresh election lock; only the current one's lost lease deposes. (The
+        callback names the election by number, not the Lock: a reference cycle would
+        keep a forgotten Lock, and its lease renewal, alive until a garbage collection.)"""
+        self._elections += 1
+        number = self._elections
 
-        def lost(which: Lock) -> None:
-            if which is lock:
+        def lost(_lock: Lock) -> None:
+            if number == self._elections:
                 self._deposed.set()
 
-        lock = Lock(self._redis, f"cdc:{self._key}", ttl=self.ttl, on_lost=lost)
-        return lock
+        return Lock(self._redis, f"cdc:{self._key}", ttl=self.ttl, on_lost=lost)
 
     def stop(self) -> None:
         """Ask run() to return after the batch in hand (callable from any thread)."""
