@@ -80,3 +80,30 @@ def test_on_gap_stop_is_one_line(
     assert code == 1 and len(err.splitlines()) == 1, err
     assert "is ahead of the WAL" in err and "stopped (on_gap 'stop')" in err
     client.close()
+
+
+def test_a_restart_after_idle_and_filtered_traffic_is_no_gap(
+    pg_database: PostgresDatabase, seawall_url: str, run_follower: Any, caplog: Any
+) -> None:
+    """The slot is confirmed only up to the checkpoint, idle positions included, so a
+    slot ahead of the checkpoint always means a gap and a restart never clears."""
+    database = pg_database
+    database.execute("CREATE TABLE other (id INT PRIMARY KEY)")
+    client = redis.Redis.from_url(seawall_url)
+    url = database.url + "&stream_timeout=2"  # keepalives asked for often: quick positions
+    follower = run_follower(url, client, ["users=users"])
+    wait_until(lambda: follower.status().streaming, 15, "the follower streams")
+    database.execute("INSERT INTO users VALUES (1, 'a@x', 'Ann')")
+    for i in range(5):  # WAL the publication filters out: confirmed while idle
+        database.execute("INSERT INTO other VALUES (%s)", i)
+    written = int(database.execute("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn")[0][0])
+    wait_until(lambda: database.confirmed_flush() >= written, 15, "the idle slot moves")
+    follower.stop()
+    wait_until(lambda: not follower.status().leader, 10, "stopped")
+    users = seawall.Cache(client, "users")
+    users.set(2, "cached")
+    again = run_follower(url, client, ["users=users"])
+    wait_until(lambda: again.status().streaming, 15, "the follower streams again")
+    assert "never seen" not in caplog.text
+    assert users.get(2) == "cached"
+    client.close()
