@@ -406,10 +406,16 @@ class PostgresSource:
 
         An idle stream is silent too, so from a quarter of the timeout on the follower
         asks the server for a reply (a standby status update with the reply flag); the
-        server answers with a keepalive, which makes the socket readable (psycopg2's
-        io_timestamp counts our own status updates too, so it cannot tell). A stopped
-        walsender or a black-holed network never answers."""
+        server answers with a keepalive. A keepalive is seen as the socket turning
+        readable, or as psycopg2's io_timestamp (its last exchange either way) passing its
+        feedback_timestamp (its last status update sent). A stopped walsender or a
+        black-holed network never answers."""
         now = time.monotonic()
+        received, sent = cursor.io_timestamp, cursor.feedback_timestamp
+        if received is not None and sent is not None and received > sent:
+            # Its last exchange with the server was a receipt after our last status
+            # update: a keepalive read_message() took in without returning a message.
+            self._heard = now
         silent = now - self._heard
         if silent >= self.stream_timeout:
             raise SourceError(
