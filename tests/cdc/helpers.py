@@ -102,3 +102,17 @@ def l1_watcher(redis_url: str, namespace: str, key: int, pipe: Any) -> None:
         time.sleep(0.001)
     pipe.send(1.0)
     client.close()
+
+
+def checkpoint_name(source_url: str, table: str = "users") -> str:
+    """What the follower of `source_url` keeps its checkpoint (and elects) under."""
+    from seawall.cdc._sources import open_source
+
+    source = open_source(source_url)
+    try:
+        watch = getattr(source, "watch", None)
+        if watch is not None:
+            watch({table: None})
+        return getattr(source, "election_name", None) or source.name
+    finally:
+        source.close()

@@ -113,3 +113,55 @@ def test_a_deposed_followers_fence_cannot_move_the_checkpoint(seawall_redis: Any
     assert write_checkpoint(seawall_redis, "src", "0/20", 9)  # the successor claims it
     assert not write_checkpoint(seawall_redis, "src", "0/99", 5)  # the deposed one
     assert read_checkpoint(seawall_redis, "src") == ("0/20", 9)
+
+
+def test_one_table_feeds_several_namespaces_from_an_sqlalchemy_url(
+    database: Any, seawall_url: str, run_follower: Any
+) -> None:
+    """A Cache and a QueryCache's row tokens (or two caches keyed differently) fed by one
+    table, the application's own SQLAlchemy URL given as it is."""
+    database.execute("INSERT INTO users VALUES (1, 'a@x', 'Ann')")
+    if database.kind == "postgresql":
+        database.execute("ALTER TABLE users REPLICA IDENTITY FULL")
+        url = database.url.replace("postgresql://", "postgresql+psycopg://", 1)
+    else:
+        url = database.url.replace("mysql://", "mysql+pymysql://", 1)
+    client = redis.Redis.from_url(seawall_url)
+    maps = ["users=users", "users=cards", "users=by_email:email"]
+    follower = run_follower(url, client, maps)
+    wait_until(lambda: follower.status().streaming, 15, "the follower streams")
+    seawall.Cache(client, "users").set(1, "Ann")
+    seawall.Cache(client, "cards").set(1, "Ann's card")
+    seawall.Cache(client, "by_email").set("a@x", "Ann")
+    database.execute("UPDATE users SET name = 'Anna' WHERE id = 1")
+    wait_until(
+        lambda: (
+            not any(
+                in_redis(client, ns, key)
+                for ns, key in [("users", 1), ("cards", 1), ("by_email", "a@x")]
+            )
+        ),
+        10,
+        "every namespace of the table is invalidated",
+    )
+    client.close()
+
+
+def test_a_mariadb_table_without_a_primary_key_is_followed_by_a_named_column(
+    seawall_mariadb: Any, seawall_url: str, run_follower: Any
+) -> None:
+    from cdc.mariadb_database import MariaDBDatabase
+
+    database = MariaDBDatabase.fresh(seawall_mariadb)
+    try:
+        database.execute("CREATE TABLE tags (name VARCHAR(40), hits INT)")
+        database.execute("INSERT INTO tags VALUES ('red', 1)")
+        client = redis.Redis.from_url(seawall_url)
+        follower = run_follower(database.url, client, ["tags=tags:name"])
+        wait_until(lambda: follower.status().streaming, 15, "the follower streams")
+        seawall.Cache(client, "tags").set("red", 1)
+        database.execute("UPDATE tags SET hits = 2 WHERE name = 'red'")
+        wait_until(lambda: not in_redis(client, "tags", "red"), 10, "invalidated by name")
+        client.close()
+    finally:
+        database.drop()

@@ -4,6 +4,7 @@ exit code, no traceback."""
 from __future__ import annotations
 
 import json
+import signal
 from collections.abc import Iterator
 from typing import Any
 
@@ -47,8 +48,8 @@ def test_bad_input_is_one_line_and_a_nonzero_exit(
     url = database.url
     err = _fails(capsys, url, "--redis", seawall_url, "--map", "users")
     assert "TABLE=NAMESPACE" in err
-    err = _fails(capsys, url, "--redis", seawall_url, "--map", "a=x", "--map", "public.a=y")
-    assert "mapped twice" in err
+    err = _fails(capsys, url, "--redis", seawall_url, "--map", "a=x", "--map", "public.a=x")
+    assert "mapped to namespace 'x' twice" in err
     err = _fails(capsys, url, "--redis", seawall_url, "--map", "nosuch=users")
     assert "table public.nosuch does not exist" in err
     err = _fails(capsys, url, "--redis", seawall_url, "--map", "users=by_name:name")
@@ -144,5 +145,41 @@ def test_json_status_lines_on_stdout(database: Any, seawall_url: str, tmp_path: 
         prefix = "gtid:" if database.kind == "mariadb" else ""
         assert last["position"] and last["position"].startswith(prefix)
         assert last["source"].startswith("mariadb:" if prefix else "postgresql")
+    finally:
+        follower.stop()
+
+
+def test_settings_that_would_lose_keys_are_refused_in_one_line(
+    capsys: Any, pg_database: PostgresDatabase, seawall_url: str
+) -> None:
+    database = pg_database
+    url, args = database.url, ("--redis", seawall_url)
+    database.execute("ALTER TABLE users ADD COLUMN handle TEXT GENERATED ALWAYS AS (email) STORED")
+    err = _fails(capsys, url, *args, "--map", "users=u:handle")
+    assert "'handle' of public.users is generated" in err
+    database.execute("ALTER TABLE users ALTER COLUMN email SET NOT NULL")
+    database.execute("ALTER TABLE users REPLICA IDENTITY USING INDEX users_email_key")
+    err = _fails(capsys, url, *args, "--map", "users=users")
+    assert "REPLICA IDENTITY USING INDEX on an index without 'id'" in err
+    assert "REPLICA IDENTITY FULL" in err
+    database.execute("ALTER TABLE users REPLICA IDENTITY NOTHING")
+    err = _fails(capsys, url, *args, "--map", "users=users")
+    assert "REPLICA IDENTITY NOTHING" in err
+    database.execute("ALTER TABLE users REPLICA IDENTITY DEFAULT")
+    database.execute(
+        f"CREATE PUBLICATION {database.name}_pub FOR TABLE users WITH (publish = 'insert')"
+    )
+    err = _fails(capsys, url, *args, "--map", "users=users")
+    assert "does not publish every insert, update, delete and truncate" in err
+    assert "SET (publish = 'insert, update, delete, truncate')" in err
+
+
+def test_ctrl_c_exits_130(pg_database: PostgresDatabase, seawall_url: str, tmp_path: Any) -> None:
+    follower = FollowerProcess(tmp_path, pg_database.url, seawall_url, "--map", "users=users")
+    try:
+        follower.wait_streaming()
+        follower.proc.send_signal(signal.SIGINT)
+        assert follower.proc.wait(10) == 130, follower.log()
+        assert "Traceback" not in follower.log()
     finally:
         follower.stop()

@@ -13,12 +13,10 @@ import redis
 
 import seawall
 from cdc.databases import PostgresDatabase
-from cdc.helpers import FollowerProcess, in_redis, wait_until
+from cdc.helpers import FollowerProcess, checkpoint_name, in_redis, wait_until
 from cdc.mariadb_database import MariaDBDatabase
 from seawall.cdc._invalidate import read_checkpoint
 from seawall.cdc._pgoutput import parse_lsn
-from seawall.cdc.mariadb import MariaDBSource
-from seawall.cdc.postgresql import PostgresSource
 from seawall.launcher._mariadb import MariaDBProcess
 
 ROWS = 60
@@ -66,7 +64,7 @@ def test_frozen_redis_holds_checkpoint_and_slot_then_the_follower_catches_up(
     _primed(database, client)
     follower = followers(database.url, server.url)
     follower.wait_streaming()
-    name = PostgresSource(database.url).name
+    name = checkpoint_name(database.url)
     wait_until(lambda: read_checkpoint(client, name)[1] > 0, 10, "the checkpoint is claimed")
     before = database.confirmed_flush()
     server.pause()
@@ -97,7 +95,7 @@ def test_frozen_redis_then_the_mariadb_follower_catches_up_to_the_servers_gtid(
         _primed(database, client)
         follower = followers(database.url, server.url)
         follower.wait_streaming()
-        name = MariaDBSource(database.url).name
+        name = checkpoint_name(database.url)
         assert (read_checkpoint(client, name)[0] or "").startswith("gtid:")
         server.pause()
         try:

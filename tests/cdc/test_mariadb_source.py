@@ -260,8 +260,10 @@ def test_key_columns_and_missing_tables(db: MariaDBDatabase) -> None:
         assert list(source.key_columns(f"{db.name}.pairs")) == ["b", "a"]
         with pytest.raises(SourceError, match=rf"^table {db.name}\.nope does not exist"):
             source.key_columns("nope")
+        assert list(source.key_columns("loose")) == []  # a map names its column
         with pytest.raises(SourceError, match=r"has no primary key; .*--map loose=NAMESPACE:"):
-            source.key_columns("loose")
+            source.watch({"loose": None})
+        source.watch({"loose": "a"})
         with pytest.raises(SourceError, match=rf"^table other\.users is not in database {db.name}"):
             source.key_columns("other.users")
     finally:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import struct
 
-from seawall.cdc._events import RowChange, TxEnd
+from seawall.cdc._events import RowChange, TableReset, TxEnd
 from seawall.cdc._pgoutput import Decoder, format_lsn, parse_lsn
 
 
@@ -61,11 +61,11 @@ def test_rows_and_commit() -> None:
     assert commit == [TxEnd("1/10", 946_684_810.0)]
 
 
-def test_truncate_is_noted_and_unknown_messages_ignored() -> None:
+def test_truncate_resets_the_table_and_unknown_messages_are_ignored() -> None:
     decoder = Decoder()
     decoder.feed(_relation())
-    assert decoder.feed(b"T" + struct.pack("!i", 1) + b"\0" + struct.pack("!I", 16384)) == []
-    assert decoder.truncated == ["public.users"]
+    truncate = decoder.feed(b"T" + struct.pack("!i", 1) + b"\0" + struct.pack("!I", 16384))
+    assert truncate == [TableReset("public.users", "TRUNCATE")]
     assert decoder.feed(b"O" + struct.pack("!Q", 5) + _s("origin")) == []
 
 

@@ -11,9 +11,17 @@ in Redis only after the invalidations before it are done, at transaction boundar
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
-from seawall.cdc._events import Event, RowChange, Source, SourceError, TxEnd
+from seawall.cdc._events import (
+    Event,
+    LogGap,
+    RowChange,
+    Source,
+    SourceError,
+    TableReset,
+    TxEnd,
+)
 from seawall.cdc._follower import Follower, FollowerStatus
 from seawall.cdc._mapping import MapError, TableMap, parse_map
 from seawall.cdc._sources import open_source
@@ -22,11 +30,13 @@ __all__ = [
     "Event",
     "Follower",
     "FollowerStatus",
+    "LogGap",
     "MapError",
     "RowChange",
     "Source",
     "SourceError",
     "TableMap",
+    "TableReset",
     "TxEnd",
     "follow",
     "open_source",
@@ -43,6 +53,8 @@ def follow(
     status_interval: float = 10.0,
     on_status: Callable[[FollowerStatus], None] | None = None,
     on_invalidated: Callable[[list[tuple[str, str]]], None] | None = None,
+    on_gap: Literal["clear", "stop"] = "clear",
+    on_cleared: Callable[[list[str]], None] | None = None,
 ) -> None:
     """Follow `source` until interrupted (Ctrl-C): `Follower(...).run()` in one call."""
     follower = Follower(
@@ -53,6 +65,8 @@ def follow(
         status_interval=status_interval,
         on_status=on_status,
         on_invalidated=on_invalidated,
+        on_gap=on_gap,
+        on_cleared=on_cleared,
     )
     try:
         follower.run()

@@ -23,6 +23,13 @@ class SourceError(SeawallError):
     """
 
 
+class LogGap(SourceError):
+    """The log no longer goes back to the position asked for: the changes in between
+    were never seen (a purged binlog, a replication slot dropped or recreated, a server
+    restored to an earlier point). The follower clears the mapped namespaces and follows
+    from the source's current position, or stops (`on_gap="stop"`)."""
+
+
 @dataclass(frozen=True, slots=True)
 class RowChange:
     """One row inserted, updated or deleted, in log order.
@@ -54,7 +61,30 @@ class TxEnd:
     committed_at: float | None = None
 
 
-Event = RowChange | TxEnd
+@dataclass(frozen=True, slots=True)
+class TableReset:
+    """Rows of `table` changed in a way the log does not carry row by row: every cached
+    row of it may be stale, so the follower clears the table's cache namespaces.
+
+    `cause` says why, in a few words ("TRUNCATE", "a statement-logged UPDATE"); the
+    follower warns once per cause and table (rate-limited)."""
+
+    table: str
+    cause: str
+
+
+Event = RowChange | TxEnd | TableReset
+
+#: What `watch` takes per table: the column it is keyed by (None: the primary key), or
+#: several when the table feeds several cache namespaces keyed differently.
+Watched = str | None | Sequence[str | None]
+
+
+def watched_columns(value: Watched) -> list[str | None]:
+    """The columns of one `watch` entry, as a list."""
+    if value is None or isinstance(value, str):
+        return [value]
+    return list(value)
 
 
 class Source(Protocol):
@@ -81,7 +111,9 @@ class Source(Protocol):
 
     def read(self, timeout: float) -> Sequence[Event]:
         """The next events in log order; an empty sequence after `timeout` seconds with
-        none. Keeps the connection alive (keepalives, heartbeats) while called."""
+        none. Keeps the connection alive (keepalives, heartbeats) while called. A change
+        the log does not carry row by row (TRUNCATE, a statement-logged DML) is a
+        TableReset of each followed table it may have touched, never silence."""
         ...
 
     def confirm(self, position: str) -> None:

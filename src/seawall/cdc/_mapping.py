@@ -70,21 +70,22 @@ def parse_map(text: str) -> TableMap:
 
 
 def parse_maps(texts: Iterable[str], default_schema: str | None = None) -> list[TableMap]:
-    """Parse every `--map`; at least one is needed and no table may be mapped twice.
+    """Parse every `--map`; at least one is needed. A table may feed several namespaces
+    (a Cache and a QueryCache's row tokens), but one namespace once per table.
 
     With `default_schema`, a bare table and its qualified spelling count as one table.
     """
     maps = [parse_map(t) for t in texts]
     if not maps:
         raise MapError(f"no --map given: name at least one table to follow ({_FORM})")
-    seen: dict[tuple[str | None, str], str] = {}
+    seen: set[tuple[str | None, str, str]] = set()
     for item in maps:
-        key = (item.schema or default_schema, item.table)
+        key = (item.schema or default_schema, item.table, item.namespace)
         if key in seen:
             name = f"{item.schema}.{item.table}" if item.schema else item.table
             raise MapError(
-                f"--map: table {name!r} is mapped twice (to {seen[key]!r} and "
-                f"{item.namespace!r}); one table feeds one namespace: keep one --map"
+                f"--map: table {name!r} is mapped to namespace {item.namespace!r} twice; "
+                "keep one --map"
             )
-        seen[key] = item.namespace
+        seen.add(key)
     return maps

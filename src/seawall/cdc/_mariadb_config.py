@@ -53,6 +53,8 @@ class MariaDBURL:
 def parse_url(url: str) -> MariaDBURL:
     """Parse ``mysql://`` or ``mariadb://`` URLs; SourceError saying the expected shape."""
     parts = urlsplit(url)
+    # An application's SQLAlchemy URL (mysql+pymysql://) names the same server.
+    parts = parts._replace(scheme=parts.scheme.partition("+")[0].lower())
     if parts.scheme not in SCHEMES:
         raise SourceError(f"not a MariaDB/MySQL URL: {url!r}; expected {_URL_SHAPE}")
     database = unquote(parts.path.lstrip("/"))

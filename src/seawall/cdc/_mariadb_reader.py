@@ -13,7 +13,7 @@ import contextlib
 import queue
 import socket
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pymysql
@@ -84,8 +84,9 @@ class BinlogReader:
         database: str,
         heartbeat: float,
         tables: Sequence[str] | None = None,
+        uuids: Mapping[str, frozenset[str]] | None = None,
     ) -> None:
-        self._tracker = TransactionTracker(start)
+        self._tracker = TransactionTracker(start, database, tables, uuids)
         options: dict[str, Any] = {
             "connection_settings": settings,
             "server_id": server_id,

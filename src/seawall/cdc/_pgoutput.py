@@ -4,7 +4,8 @@ The message layouts are PostgreSQL's documented "Logical Replication Message For
 Only what the follower needs is kept: Relation (to name tables and their columns),
 Insert/Update/Delete (rows as text, integers as int so they key the cache the way
 `cache.get_or_load(42, ...)` does), and Commit (the position to checkpoint). Begin,
-Origin, Type and Message need nothing; Truncate is reported so the follower can warn.
+Origin, Type and Message need nothing; Truncate is a TableReset of each truncated table
+(the log carries no keys for it).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-from seawall.cdc._events import Event, RowChange, TxEnd
+from seawall.cdc._events import Event, RowChange, TableReset, TxEnd
 
 __all__ = ["Decoder", "Relation", "format_lsn", "parse_lsn"]
 
@@ -54,7 +55,6 @@ class Decoder:
     """Turns a stream of pgoutput payloads into RowChange/TxEnd events."""
 
     relations: dict[int, Relation] = field(default_factory=dict)
-    truncated: list[str] = field(default_factory=list)  # tables truncated, for a warning
     _pos: int = 0
     _data: bytes = b""
 
@@ -90,7 +90,7 @@ class Decoder:
         if kind == b"R":
             self._read_relation()
         elif kind == b"T":
-            self._read_truncate()
+            return self._read_truncate()
         return []
 
     # -- the parts ----------------------------------------------------------------------
@@ -108,13 +108,15 @@ class Decoder:
             self._pos += 4  # type modifier
         self.relations[oid] = Relation(f"{schema}.{name}", columns, types, identity)
 
-    def _read_truncate(self) -> None:
+    def _read_truncate(self) -> list[Event]:
         count = self._unpack(_I32)
-        self._pos += 1  # options
+        self._pos += 1  # options (CASCADE, RESTART IDENTITY)
+        events: list[Event] = []
         for _ in range(count):
-            relation = self.relations.get(self._unpack(_U32))
-            if relation is not None:
-                self.truncated.append(relation.table)
+            # The server sends each relation's Relation message before its Truncate.
+            relation = self._relation()
+            events.append(TableReset(relation.table, "TRUNCATE"))
+        return events
 
     def _relation(self) -> Relation:
         oid = self._unpack(_U32)
@@ -133,8 +135,16 @@ class Decoder:
                 row[relation.columns[index]] = None
             elif kind == b"t":
                 size = self._unpack(_I32)
-                text = self._data[self._pos : self._pos + size].decode()
+                raw = self._data[self._pos : self._pos + size]
                 self._pos += size
+                try:
+                    text = raw.decode()
+                except UnicodeDecodeError:
+                    # Not UTF-8 even so (a SQL_ASCII database holds any bytes): kept as
+                    # bytes, which key no cache entry (the follower clears the
+                    # namespace if it is a key) and harm no other column.
+                    row[relation.columns[index]] = raw
+                    continue
                 typ = relation.types[index]
                 row[relation.columns[index]] = int(text) if typ in _INTEGER_TYPES else text
             elif kind != b"u":  # u: an unchanged TOASTed value, not sent

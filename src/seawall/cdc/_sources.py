@@ -21,7 +21,9 @@ _SOURCES = {
 
 def open_source(url: str) -> Source:
     """The Source for `url` (not opened yet); SourceError for an unknown scheme."""
-    scheme = urlsplit(url).scheme.lower()
+    # SQLAlchemy's dialect+driver form (postgresql+psycopg://, mysql+pymysql://) names
+    # the same server: an application's DATABASE_URL can be followed as it is.
+    scheme = urlsplit(url).scheme.lower().partition("+")[0]
     entry = _SOURCES.get(scheme)
     if entry is None:
         known = ", ".join(f"{s}://" for s in _SOURCES)

@@ -29,7 +29,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installed extras
         'pip install "seawall[cdc-mysql]"'
     ) from exc
 
-from seawall.cdc._events import Event, SourceError
+from seawall.cdc._events import Event, LogGap, SourceError, Watched, watched_columns
 from seawall.cdc._mariadb_config import (
     SERVER_ID_MAX,
     FilePosition,
@@ -85,6 +85,7 @@ class MariaDBSource:
         self._control: Any = None
         self._reader: BinlogReader | None = None
         self._tables: list[str] | None = None  # None: every table of the database
+        self._uuids: dict[str, frozenset[str]] = {}  # table -> its UUID columns
         self._server_id = 0  # the replica id of the open stream
 
     # -- Source ------------------------------------------------------------------------
@@ -116,15 +117,13 @@ class MariaDBSource:
             "ORDER BY ORDINAL_POSITION",
             (database, name),
         )
-        if not columns:
-            raise SourceError(
-                f"table {qualified} on {self._where} has no primary key; name the key "
-                f"column in the map: --map {name}=NAMESPACE:COLUMN"
-            )
+        # None without a primary key: a map then names its column (the FULL row image
+        # logs every column, so any column can key).
         return [str(row[0]) for row in columns]
 
-    def watch(self, columns: Mapping[str, str | None]) -> None:
-        """The tables to follow, each with the column it is keyed by (None: primary key).
+    def watch(self, columns: Mapping[str, Watched]) -> None:
+        """The tables to follow, each with the column it is keyed by (None: primary key;
+        several when it feeds several namespaces).
 
         Only their rows are decoded from then on (the next open): the library skips
         other tables' row events unparsed, so a busy unmapped table costs the follower
@@ -132,10 +131,17 @@ class MariaDBSource:
         deleted rows and of both versions of updated ones, so any column can key.
         """
         names: list[str] = []
-        for table, column in columns.items():
-            self.key_columns(table)  # the table exists in the followed database
+        for table, value in columns.items():
+            keys = self.key_columns(table)  # the table exists in the followed database
             name = table.rpartition(".")[2]
-            if column is not None:
+            for column in watched_columns(value):
+                if column is None and not keys:
+                    raise SourceError(
+                        f"table {self.url.database}.{name} on {self._where} has no primary "
+                        f"key; name the key column in the map: --map {name}=NAMESPACE:COLUMN"
+                    )
+                if column is None:
+                    continue
                 found = self._query(
                     "SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
                     "AND TABLE_NAME = %s AND COLUMN_NAME = %s",
@@ -148,6 +154,17 @@ class MariaDBSource:
                     )
             names.append(name)
         self._tables = names or None
+        # MariaDB's UUID type is logged as its 16 bytes: given back in its text form, as
+        # the application reads it and keys its cache.
+        self._uuids = {}
+        for name in names:
+            found = self._query(
+                "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = %s "
+                "AND TABLE_NAME = %s AND DATA_TYPE = 'uuid'",
+                (self.url.database, name),
+            )
+            if found:
+                self._uuids[f"{self.url.database}.{name}"] = frozenset(str(r[0]) for r in found)
 
     def open(self, resume_after: str | None) -> str:
         """Check the server and start reading after `resume_after` (None: from now).
@@ -312,6 +329,7 @@ class MariaDBSource:
             server_id=server_id,
             database=self.url.database,
             tables=self._tables,
+            uuids=self._uuids,
             heartbeat=heartbeat,
         )
         try:
@@ -330,7 +348,7 @@ class MariaDBSource:
         if code == _ER_SPECIFIC_ACCESS_DENIED:
             return SourceError(no_replication_slave(self._where, self.url.user))
         if code == _ER_MASTER_FATAL_READING_BINLOG:
-            return SourceError(log_gone(self._where, str(start), reason))
+            return LogGap(log_gone(self._where, str(start), reason))
         return self._error(exc)
 
 

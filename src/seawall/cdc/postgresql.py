@@ -6,7 +6,7 @@ PostgreSQL free WAL); psycopg 3 has no replication-protocol support. pgoutput is
 into PostgreSQL 10+, needs no server extension, and decodes only the tables of its
 publication, so a busy database whose other tables change costs the follower nothing.
 
-URL: postgresql://user[:password]@host:port/dbname[?slot=NAME&publication=NAME]
+URL: postgresql://user[:password]@host:port/dbname[?slot=NAME&publication=NAME&stream_timeout=S]
 (defaults: slot and publication "seawall_<dbname>"). Both are created when missing.
 """
 
@@ -21,8 +21,16 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from seawall.cdc._events import Event, SourceError
-from seawall.cdc._pgoutput import Decoder, parse_lsn
+from seawall.cdc._events import (
+    Event,
+    LogGap,
+    SourceError,
+    TableReset,
+    TxEnd,
+    Watched,
+    watched_columns,
+)
+from seawall.cdc._pgoutput import Decoder, format_lsn, parse_lsn
 
 try:
     import psycopg2
@@ -34,6 +42,8 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra onl
         "following PostgreSQL needs psycopg2: pip install 'seawall[cdc-postgresql]'"
     ) from exc
 
+from seawall.cdc._postgres_setup import PostgresSetup, first_line, qualified
+
 __all__ = ["PostgresSource", "source_from_url"]
 
 log = logging.getLogger("seawall.cdc")
@@ -44,23 +54,28 @@ DEFAULT_SCHEMA = "public"
 _BATCH = 5000
 # How often psycopg2 sends standby status (the flush LSN) unasked.
 _STATUS_INTERVAL = 1.0
-_SLOT_ACTIVE = "SELECT 1 FROM pg_replication_slots WHERE slot_name = %s AND active_pid IS NOT NULL"
+# A stream with no server traffic (data or a reply to our keepalive requests) for this
+# long is lost (a stopped walsender, a network black hole): ?stream_timeout=SECONDS.
+_STREAM_TIMEOUT = 30.0
+# TCP keepalives for every connection unless the URL sets its own: a dead peer is
+# noticed by the kernel too, not only by the stream's own timeout.
+_TCP_KEEPALIVES = {
+    "keepalives": "1",
+    "keepalives_idle": "10",
+    "keepalives_interval": "5",
+    "keepalives_count": "3",
+}
+# How often the followed tables' OIDs are looked at (a rename-swap, a DROP and CREATE).
+_TABLE_CHECK = 1.0
 
 
-def _ident(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
-
-
-def _qualified(table: str) -> str:
-    schema, _, name = table.partition(".")
-    return f"{_ident(schema)}.{_ident(name)}"
-
-
-class PostgresSource:
+class PostgresSource(PostgresSetup):
     """Follows one database through one logical replication slot (see the module doc)."""
 
     def __init__(self, url: str) -> None:
         parts = urlsplit(url)
+        # An application's SQLAlchemy URL (postgresql+psycopg://) names the same server.
+        parts = parts._replace(scheme=parts.scheme.partition("+")[0].lower())
         if parts.scheme not in ("postgresql", "postgres"):
             raise SourceError(f"{url!r} is not a postgresql:// URL")
         self.dbname = unquote(parts.path.lstrip("/")) or "postgres"
@@ -68,6 +83,15 @@ class PostgresSource:
         default = "seawall_" + re.sub(r"[^a-z0-9_]", "_", self.dbname.lower())
         self.slot = query.pop("slot", default)[:63]
         self.publication = query.pop("publication", default)
+        try:
+            self.stream_timeout = float(query.pop("stream_timeout", _STREAM_TIMEOUT))
+        except ValueError:
+            self.stream_timeout = 0.0
+        if not 0.5 <= self.stream_timeout <= 3600:
+            raise SourceError(
+                f"{url!r}: stream_timeout must be seconds from 0.5 to 3600 (the longest the "
+                "replication stream may stay silent before the follower reconnects)"
+            )
         if not re.fullmatch(r"[a-z0-9_]{1,63}", self.slot):
             raise SourceError(
                 f"slot name {self.slot!r}: PostgreSQL allows only lower-case letters, digits "
@@ -80,6 +104,7 @@ class PostgresSource:
             "user": unquote(parts.username) if parts.username else None,
             "password": unquote(parts.password) if parts.password else None,
             "connect_timeout": 5,
+            **_TCP_KEEPALIVES,
             **query,  # sslmode and other libpq parameters pass through
         }
         self._params = {k: v for k, v in self._params.items() if v is not None}
@@ -89,7 +114,12 @@ class PostgresSource:
         self.name = (
             f"postgresql://{self._params['host']}:{self._params['port']}/{self.dbname}/{self.slot}"
         )
-        self._tables: dict[str, str | None] = {}
+        self._tables: dict[str, Watched] = {}
+        self._oids: dict[str, int | None] = {}  # the followed tables' OIDs as last seen
+        #: What followers elect by and checkpoint under: the server's identity, known
+        #: once watch() has connected (see _identity).
+        self.election_name: str | None = None
+        self._next_check = 0.0
         self._sql: Any = None
         self._stream: Any = None
         self._cursor: Any = None
@@ -99,69 +129,86 @@ class PostgresSource:
     # -- the contract ---------------------------------------------------------------------
 
     def key_columns(self, table: str) -> Sequence[str]:
-        row = self._query("SELECT to_regclass(%s)::oid", (_qualified(table),))
-        if row is None or row[0] is None:
-            raise SourceError(
-                f"table {table} does not exist in {self.where}: create it, or fix --map "
-                "(SCHEMA.TABLE; a bare name means the public schema)"
+        table = self._full(table)
+        with self._one_line():
+            row = self._query("SELECT to_regclass(%s)::oid", (qualified(table),))
+            if row is None or row[0] is None:
+                raise SourceError(
+                    f"table {table} does not exist in {self.where}: create it, or fix --map "
+                    "(SCHEMA.TABLE; a bare name means the public schema)"
+                )
+            rows = self._query_all(
+                "SELECT a.attname FROM pg_index i JOIN pg_attribute a "
+                "ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
+                "WHERE i.indrelid = %s AND i.indisprimary "
+                "ORDER BY array_position(i.indkey::int2[], a.attnum)",
+                (row[0],),
             )
-        rows = self._query_all(
-            "SELECT a.attname FROM pg_index i JOIN pg_attribute a "
-            "ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
-            "WHERE i.indrelid = %s AND i.indisprimary "
-            "ORDER BY array_position(i.indkey::int2[], a.attnum)",
-            (row[0],),
-        )
         return [r[0] for r in rows]
 
-    def watch(self, columns: Mapping[str, str | None]) -> None:
-        """The tables to follow, each with the column it is keyed by (None: primary key).
+    def watch(self, columns: Mapping[str, Watched]) -> None:
+        """The tables to follow, each with the column it is keyed by (None: primary key;
+        several when it feeds several namespaces).
 
         PostgreSQL logs only the replica identity (the primary key by default) of a
-        deleted row and of an updated row's old version, and refuses updates to a
-        published table with none: refuse what would break the application or lose keys.
+        deleted row and of an updated row's old version, refuses updates to a published
+        table with none, and never sends generated columns: refuse what would break the
+        application or lose keys, each with the fix.
         """
-        for table, column in columns.items():
-            keys = self.key_columns(table)
-            identity = self._query(
-                "SELECT relreplident FROM pg_class WHERE oid = to_regclass(%s)",
-                (_qualified(table),),
-            )
-            full = identity is not None and identity[0] == "f"
-            names = {
-                r[0]
-                for r in self._query_all(
-                    "SELECT attname FROM pg_attribute WHERE attrelid = to_regclass(%s) "
-                    "AND attnum > 0 AND NOT attisdropped",
-                    (_qualified(table),),
-                )
-            }
-            if column is not None and column not in names:
-                raise SourceError(
-                    f"table {table} has no column {column!r}: fix --map (TABLE=NAMESPACE:COLUMN)"
-                )
-            if not keys and not full:
-                raise SourceError(
-                    f"table {table} has no primary key, so PostgreSQL would refuse updates to "
-                    f"it once published: add one, or run ALTER TABLE {_qualified(table)} "
-                    "REPLICA IDENTITY FULL"
-                )
-            if column is not None and column not in keys and not full:
-                raise SourceError(
-                    f"table {table} is keyed by {column!r}, which is not its primary key, and "
-                    "PostgreSQL logs only the key of deleted and updated rows: run ALTER TABLE "
-                    f"{_qualified(table)} REPLICA IDENTITY FULL"
-                )
-        self._tables = dict(columns)
+        tables: dict[str, Watched] = {}
+        with self._one_line():
+            for name, value in columns.items():
+                table = self._full(name)
+                for column in watched_columns(value):
+                    self._check_keyable(table, column)
+                tables[table] = value
+            self._tables = tables
+            self._oids = self._table_oids()
+            self._check_server()
+            self.election_name = self._identity()
+
+    def _check_tables(self) -> list[Event]:
+        """A TableReset per followed table replaced since the last look.
+
+        A publication names tables by OID, and pgoutput sends no DDL: a table renamed
+        away, swapped with another (the rename-swap migration) or dropped and created
+        again leaves the follower reading the old table, or nothing. The new table is
+        added to the publication first, then its namespaces are cleared: what changed in
+        between was never sent, a change after the addition is."""
+        self._next_check = time.monotonic() + _TABLE_CHECK
+        with self._one_line():
+            now = self._table_oids()
+            changed = [t for t, oid in now.items() if oid != self._oids.get(t)]
+            if not changed:
+                return []
+            if any(now[t] is not None for t in changed):
+                for table in changed:
+                    if now[table] is not None:
+                        for column in watched_columns(self._tables[table]):
+                            self._check_keyable(table, column)
+                self._ensure_publication()
+        self._oids = now
+        events: list[Event] = []
+        for table in changed:
+            what = "dropped or renamed away" if now[table] is None else "replaced"
+            cause = f"the table was {what} (a rename, a swap, or a DROP and CREATE)"
+            events.append(TableReset(table, cause))
+        return events
 
     def open(self, resume_after: str | None) -> None:
         self.close()
-        self._check_server()
-        self._ensure_publication()
-        self._ensure_slot()
+        with self._one_line():
+            self._check_server()
+            self._ensure_publication()
+            slot_lsn = self._ensure_slot()
+            if resume_after:
+                self._check_gap(resume_after, slot_lsn)
         try:
+            # pgoutput sends text in the connection's client encoding: UTF-8 whatever
+            # the database's own (a LATIN1 database's values would not decode).
             self._stream = psycopg2.connect(
-                connection_factory=psycopg2.extras.LogicalReplicationConnection, **self._params
+                connection_factory=psycopg2.extras.LogicalReplicationConnection,
+                **{"client_encoding": "UTF8", **self._params},
             )
             self._cursor = self._stream.cursor()
             self._cursor.start_replication(
@@ -174,9 +221,11 @@ class PostgresSource:
         except psycopg2.Error as exc:
             self.close()
             raise SourceError(
-                f"cannot stream from slot {self.slot} of {self.where}: {_first_line(exc)}"
+                f"cannot stream from slot {self.slot} of {self.where}: {first_line(exc)}"
             ) from None
         self._decoder = Decoder()
+        self._offered = 0  # the last idle position handed on as a TxEnd
+        self._heard = self._asked = time.monotonic()  # server traffic; our last ask
         self._received = 0  # the last data message's position
         self._confirmed = parse_lsn(resume_after) if resume_after else 0
 
@@ -186,33 +235,36 @@ class PostgresSource:
             raise SourceError(f"{self.where}: read() before open()")
         events: list[Event] = []
         deadline = time.monotonic() + timeout
+        if time.monotonic() >= self._next_check:
+            events += self._check_tables()
         try:
             while len(events) < _BATCH:
                 message = cursor.read_message()
                 if message is not None:
+                    self._heard = time.monotonic()
                     self._received = max(self._received, message.data_start)
                     events += self._decoder.feed(message.payload)
                     continue
                 if events:
                     break
-                self._heartbeat(cursor)
+                self._check_alive(cursor)
+                idle = self._heartbeat(cursor)
+                if idle is not None:
+                    events.append(idle)
+                    break
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
                 # read_message() sends due status updates; wake for them at least.
-                select.select([cursor], [], [], min(remaining, _STATUS_INTERVAL))
+                wait = min(remaining, _STATUS_INTERVAL, self.stream_timeout / 4)
+                if select.select([cursor], [], [], wait)[0]:
+                    # The server sent something: data for read_message(), or a
+                    # keepalive it takes in without returning a message.
+                    self._heard = time.monotonic()
         except psycopg2.Error as exc:
             raise SourceError(
-                f"lost the replication stream of {self.where}: {_first_line(exc)}"
+                f"lost the replication stream of {self.where}: {first_line(exc)}"
             ) from None
-        if self._decoder.truncated:
-            tables = ", ".join(sorted(set(self._decoder.truncated)))
-            self._decoder.truncated.clear()
-            log.warning(
-                "seawall follow: TRUNCATE of %s is not invalidated key by key; clear those "
-                "namespaces' caches (their entries expire by their ttl otherwise)",
-                tables,
-            )
         return events
 
     def confirm(self, position: str) -> None:
@@ -223,21 +275,76 @@ class PostgresSource:
             self._cursor.send_feedback(flush_lsn=self._confirmed)
         except psycopg2.Error as exc:
             raise SourceError(
-                f"lost the replication stream of {self.where}: {_first_line(exc)}"
+                f"lost the replication stream of {self.where}: {first_line(exc)}"
             ) from None
 
-    def _heartbeat(self, cursor: Any) -> None:
+    def _check_alive(self, cursor: Any) -> None:
+        """Raise SourceError once the server has been silent for stream_timeout.
+
+        An idle stream is silent too, so from a quarter of the timeout on the follower
+        asks the server for a reply (a standby status update with the reply flag); the
+        server answers with a keepalive. A keepalive is seen as the socket turning
+        readable, or as psycopg2's io_timestamp (its last exchange either way) passing its
+        feedback_timestamp (its last status update sent). A stopped walsender or a
+        black-holed network never answers."""
+        now = time.monotonic()
+        received, sent = cursor.io_timestamp, cursor.feedback_timestamp
+        if received is not None and sent is not None and received > sent:
+            # Its last exchange with the server was a receipt after our last status
+            # update: a keepalive read_message() took in without returning a message.
+            self._heard = now
+        silent = now - self._heard
+        if silent >= self.stream_timeout:
+            raise SourceError(
+                f"the replication stream of {self.where} was silent for {silent:.1f} s (no "
+                "data, no answer to keepalive requests: a stopped server process or a lost "
+                "network); reconnecting"
+            )
+        quarter = self.stream_timeout / 4
+        if silent >= quarter and now - self._asked >= quarter:
+            self._asked = now
+            cursor.send_feedback(reply=True, force=True)
+
+    def _heartbeat(self, cursor: Any) -> TxEnd | None:
         """Let an idle or fully filtered slot free its WAL.
 
         The server's keepalives carry how far it has decoded (wal_end), including WAL of
         other tables and databases that the publication filters out. When everything
-        received is confirmed, nothing of ours lies before wal_end: confirm it, or the
-        slot would hold that WAL until the next change of a followed table.
+        received is confirmed, nothing of ours lies before wal_end: hand it on as an
+        empty transaction's end, which the follower checkpoints and then confirms, or
+        the slot would hold that WAL until the next change of a followed table. (Never
+        confirmed here directly: the slot must never be ahead of the checkpoint, which
+        is how a slot dropped and recreated is told apart, see _check_gap.)
         """
         wal_end = int(cursor.wal_end or 0)
-        if self._confirmed >= self._received and wal_end > self._confirmed:
-            self._confirmed = wal_end
-            cursor.send_feedback(flush_lsn=wal_end)
+        if self._confirmed >= self._received and wal_end > max(self._confirmed, self._offered):
+            self._offered = wal_end
+            return TxEnd(format_lsn(wal_end))
+        return None
+
+    def _check_gap(self, resume_after: str, slot_lsn: int | None) -> None:
+        """LogGap when the slot cannot serve the changes after the checkpoint.
+
+        The follower confirms only what it has checkpointed, so a slot confirmed past the
+        checkpoint (or created just now) was dropped and recreated, or read by someone
+        else, and a checkpoint past the server's WAL names a server restored to an
+        earlier point or rebuilt at the same address: streaming from either would skip
+        changes, or (psycopg2 confirming the checkpoint) move the slot past them."""
+        checkpoint = parse_lsn(resume_after)
+        current = self._query("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn")
+        if current is not None and checkpoint > int(current[0]):
+            raise LogGap(
+                f"the checkpoint {resume_after} is ahead of the WAL of {self.where} (at "
+                f"{format_lsn(int(current[0]))}): a server restored to an earlier point, or "
+                "another server at the same address"
+            )
+        if slot_lsn is None or slot_lsn > checkpoint:
+            what = "was created just now" if slot_lsn is None else "is confirmed past it"
+            raise LogGap(
+                f"replication slot {self.slot} of {self.where} {what}, so the changes after "
+                f"the checkpoint {resume_after} are gone (the slot was dropped, or a "
+                "failover went to a server without it)"
+            )
 
     def close(self) -> None:
         for conn in (self._stream, self._sql):
@@ -245,163 +352,6 @@ class PostgresSource:
                 with contextlib.suppress(psycopg2.Error):
                     conn.close()
         self._stream = self._cursor = self._sql = None
-
-    # -- set-up ---------------------------------------------------------------------------
-
-    def _connection(self) -> Any:
-        if self._sql is None or self._sql.closed:
-            try:
-                self._sql = psycopg2.connect(**self._params)
-            except psycopg2.Error as exc:
-                raise SourceError(
-                    f"cannot connect to {self.where}: {_first_line(exc)}; check the URL, "
-                    "that the server runs, and pg_hba.conf"
-                ) from None
-            self._sql.autocommit = True
-        return self._sql
-
-    def _query_all(self, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
-        try:
-            with self._connection().cursor() as cursor:
-                cursor.execute(sql, params)
-                return list(cursor.fetchall()) if cursor.description else []
-        except psycopg2.OperationalError as exc:
-            self.close()
-            raise SourceError(f"lost the connection to {self.where}: {_first_line(exc)}") from None
-
-    def _query(self, sql: str, params: tuple[Any, ...] = ()) -> tuple[Any, ...] | None:
-        rows = self._query_all(sql, params)
-        return rows[0] if rows else None
-
-    def _check_server(self) -> None:
-        level = self._query("SHOW wal_level")
-        if level is None or level[0] != "logical":
-            now = level[0] if level else "unknown"
-            raise SourceError(
-                f"wal_level is {now}; set wal_level=logical in postgresql.conf and restart "
-                f"PostgreSQL ({self.where})"
-            )
-        role = self._query(
-            "SELECT rolreplication OR rolsuper, current_user FROM pg_roles "
-            "WHERE rolname = current_user"
-        )
-        if role is None or not role[0]:
-            user = role[1] if role else self._params.get("user", "?")
-            raise SourceError(
-                f"role {user} may not read the change log of {self.where}: "
-                f"ALTER ROLE {_ident(user)} WITH REPLICATION (as a superuser)"
-            )
-
-    def _ensure_publication(self) -> None:
-        exists = self._query("SELECT 1 FROM pg_publication WHERE pubname = %s", (self.publication,))
-        tables = [_qualified(t) for t in self._tables]
-        if not tables:
-            raise SourceError(f"{self.where}: no table to follow (watch() was not called)")
-        try:
-            if exists is None:
-                self._query_all(
-                    f"CREATE PUBLICATION {_ident(self.publication)} FOR TABLE {', '.join(tables)}"
-                )
-                log.info(
-                    "seawall follow: created publication %s for %s",
-                    self.publication,
-                    ", ".join(self._tables),
-                )
-                return
-            published = {
-                f"{r[0]}.{r[1]}"
-                for r in self._query_all(
-                    "SELECT schemaname, tablename FROM pg_publication_tables WHERE pubname = %s",
-                    (self.publication,),
-                )
-            }
-            missing = [t for t in self._tables if t not in published]
-            if missing:
-                self._query_all(
-                    f"ALTER PUBLICATION {_ident(self.publication)} ADD TABLE "
-                    + ", ".join(_qualified(t) for t in missing)
-                )
-                log.info(
-                    "seawall follow: added %s to publication %s",
-                    ", ".join(missing),
-                    self.publication,
-                )
-        except psycopg2.errors.InsufficientPrivilege as exc:
-            raise SourceError(
-                f"cannot create or extend publication {self.publication} in {self.where} "
-                f"({_first_line(exc)}): let the follower's role own the tables, or as their "
-                f"owner run CREATE PUBLICATION {_ident(self.publication)} FOR TABLE "
-                f"{', '.join(tables)}"
-            ) from None
-
-    def _take_over(self, pid: int) -> None:
-        """The slot is still streamed to a previous follower. We were elected, so that one
-        is dead (its server process ends when its connection drops) or deposed (paused
-        past its lease): give it a moment, then end its server process."""
-        deadline = time.monotonic() + 1.0
-        while time.monotonic() < deadline:
-            if (
-                self._query(
-                    _SLOT_ACTIVE,
-                    (self.slot,),
-                )
-                is None
-            ):
-                return
-            time.sleep(0.05)
-        log.warning(
-            "seawall follow: slot %s is still streamed to server process %s (a deposed "
-            "follower); ending that process",
-            self.slot,
-            pid,
-        )
-        self._query_all("SELECT pg_terminate_backend(%s)", (pid,))
-        deadline = time.monotonic() + 5.0
-        while (
-            time.monotonic() < deadline
-            and self._query(
-                _SLOT_ACTIVE,
-                (self.slot,),
-            )
-            is not None
-        ):
-            time.sleep(0.05)
-
-    def _ensure_slot(self) -> None:
-        slot = self._query(
-            "SELECT plugin, database, active_pid FROM pg_replication_slots WHERE slot_name = %s",
-            (self.slot,),
-        )
-        if slot is not None:
-            if slot[0] != "pgoutput" or slot[1] != self.dbname:
-                raise SourceError(
-                    f"replication slot {self.slot} exists for plugin {slot[0]} on database "
-                    f"{slot[1]}; pick another name with ?slot=NAME in the URL"
-                )
-            if slot[2] is not None:
-                self._take_over(slot[2])
-            return
-        try:
-            self._query_all(
-                "SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", (self.slot,)
-            )
-        except psycopg2.Error as exc:
-            raise SourceError(
-                f"cannot create replication slot {self.slot} in {self.where}: {_first_line(exc)}"
-            ) from None
-        log.info(
-            "seawall follow: created replication slot %s in %s (drop it with "
-            "SELECT pg_drop_replication_slot('%s') when you stop following for good: "
-            "a slot nobody reads keeps WAL forever)",
-            self.slot,
-            self.where,
-            self.slot,
-        )
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def source_from_url(url: str) -> PostgresSource:

@@ -87,6 +87,14 @@ Status lines go to the log every --status-interval seconds (to stdout as JSON wi
     show_default=True,
     help="seconds between status lines",
 )
+@click.option(
+    "--on-gap",
+    type=click.Choice(["clear", "stop"]),
+    default="clear",
+    show_default=True,
+    help="when the log no longer goes back to the checkpoint (a purged binlog, a dropped "
+    "slot, a restored server): clear the mapped namespaces and go on, or stop",
+)
 @click.option("--json", "as_json", is_flag=True, help="status lines to stdout as JSON")
 @click.option("-v", "--verbose", is_flag=True, help="DEBUG logging")
 def command(
@@ -95,6 +103,7 @@ def command(
     maps: tuple[str, ...],
     ttl: float,
     status_interval: float,
+    on_gap: str,
     as_json: bool,
     verbose: bool,
 ) -> int:
@@ -127,6 +136,7 @@ def command(
         ttl=ttl,
         status_interval=status_interval,
         on_status=print_status if as_json else None,
+        on_gap="stop" if on_gap == "stop" else "clear",
     )
 
     def on_signal(_signum: int, _frame: FrameType | None) -> None:
@@ -134,13 +144,17 @@ def command(
 
     if threading.current_thread() is threading.main_thread():
         previous = signal.signal(signal.SIGTERM, on_signal)
+    interrupted = False
     try:
         follower.run()
     except KeyboardInterrupt:
-        pass
+        interrupted = True
     finally:
         follower.stop()
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, previous)
         client.close()
+    if interrupted:
+        print("interrupted", file=sys.stderr)
+        return 130  # as a shell reports SIGINT, like the other commands
     return 0

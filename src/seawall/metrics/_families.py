@@ -121,6 +121,13 @@ FOLLOWER_EVENTS = Family(
     "Row changes the change-log follower invalidated",
     ("source",),
 )
+FOLLOWER_CLEARS = Family(
+    "seawall_follower_clears_total",
+    "counter",
+    "Cache namespaces the change-log follower cleared whole, by cause (TRUNCATE, a "
+    "statement-logged change, a key value that cannot key the cache)",
+    ("source", "cause"),
+)
 
 FAMILIES: tuple[Family, ...] = (
     CACHE_REQUESTS,
@@ -140,6 +147,7 @@ FAMILIES: tuple[Family, ...] = (
     ORDER_SINK_LAG,
     FOLLOWER_LAG,
     FOLLOWER_EVENTS,
+    FOLLOWER_CLEARS,
 )
 
 # CacheStats field -> (family, extra label values): what one Counters.add() also counts.
