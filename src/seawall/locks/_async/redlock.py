@@ -111,7 +111,11 @@ class AsyncRedlock(AsyncHolder):
         blocking). Failed attempts are retried after a random delay up to `retry_delay`."""
         wait_for = check_acquire_wait(blocking, timeout, self.timeout, self._label)
         me = self._acquiring_owner()
-        if self._table.current(me) is not None:
+        held = self._table.current(me)
+        if held is not None and (held.lost or _concurrency.monotonic() >= held.deadline):
+            self._table.take(me)  # its lease ended: nothing is left to release
+            held = None
+        if held is not None:
             raise LockError(
                 f"Redlock {self.name!r} is already held by this caller; it is not "
                 "reentrant: release it first",

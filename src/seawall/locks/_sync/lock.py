@@ -98,7 +98,13 @@ class Lock(LeaseHolder):
         """
         wait_for = check_acquire_wait(blocking, timeout, self.timeout, self._label)
         me = self._acquiring_owner()
-        if self._table.current(me) is not None:
+        held = self._table.current(me)
+        if held is not None and (held.lost or _concurrency.monotonic() >= held.deadline):
+            # Its lease ended (a pause past the ttl, Redis away, the key deleted): nothing
+            # of it is left to release, and the caller may take the lock again.
+            self._table.take(me)
+            held = None
+        if held is not None:
             raise LockError(
                 f"lock {self.name!r} is already held by this caller; seawall.Lock is not "
                 "reentrant: release it first, or use seawall.RLock",
