@@ -56,7 +56,6 @@ ROOT = Path(__file__).resolve().parent.parent
 # Being changed by others right now; run once their current changes land (then delete).
 PENDING = {
     "docs/sqlalchemy.md",
-    "docs/cdc.md",
 }
 
 LOCAL = [("localhost", 6379), ("127.0.0.1", 6379)]
@@ -288,7 +287,9 @@ def test_document_examples_run(
             loop.run_until_complete(asyncio.wait(tasks))
         loop.run_until_complete(loop.shutdown_asyncgens())
         loop.close()
-    assert ran, f"{path}: no example ran"
+    # A document whose every block is marked (each naming why, or the test that runs it)
+    # runs none here; any other ran at least one.
+    assert ran or all(b.not_run for b in blocks(ROOT / path)), f"{path}: no example ran"
 
 
 @pytest.mark.parametrize("path", DOCUMENTS)
