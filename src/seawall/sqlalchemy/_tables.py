@@ -102,12 +102,20 @@ def dml_tables(statement: Any, mapper: Mapper[Any] | None) -> set[str]:
 def cascaded_tables(table: TableClause) -> frozenset[str]:
     """Tables whose rows the database itself changes when `table`'s rows are deleted or
     their keys updated: foreign keys with ON DELETE / ON UPDATE actions (CASCADE, SET
-    NULL, ...), followed transitively, as far as the MetaData declares them."""
-    return _cascaded(table)
+    NULL, ...), followed transitively, as far as the MetaData declares them.
+
+    The ORM's DML hands over an annotated copy of the Table, equal to it and of the same
+    hash but not `is` it: the copy is traded for the Table itself, or the foreign keys
+    (which point at the Table) would never match it, and a memo holding the copy's empty
+    answer would hand it to the Table too."""
+    plain: Any = table._deannotate() if hasattr(table, "_deannotate") else table
+    metadata = getattr(plain, "metadata", None)
+    # Tables declared later may add foreign keys: the memo's key counts them.
+    return _cascaded(plain, 0 if metadata is None else len(metadata.tables))
 
 
 @functools.lru_cache(maxsize=512)
-def _cascaded(table: TableClause) -> frozenset[str]:
+def _cascaded(table: TableClause, tables_declared: int) -> frozenset[str]:
     metadata = getattr(table, "metadata", None)
     if metadata is None:
         return frozenset()
