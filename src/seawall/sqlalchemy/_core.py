@@ -170,14 +170,21 @@ class QueryCacheCore(WriteRecorder):
         stash: dict[str, Any] = {}
 
         def load() -> Any:
+            # populate_existing: the rows read overwrite instances the session already
+            # holds (it has no changes of its own, see _must_read_database), so what is
+            # stored is what the database returned, not what the session read earlier;
+            # collections loaded before (selectin, joined) are read again, lazy ones reset.
             try:
-                frozen = state.invoke_statement().freeze()
+                frozen = state.invoke_statement(
+                    execution_options={"populate_existing": True}
+                ).freeze()
             except BaseException:
                 stash["failed"] = True
                 raise
             stash["frozen"] = frozen
             keys = list(frozen.metadata.keys)
-            return encode_result(keys, frozen._rewrite_rows(), _short(statement))
+            covered = frozenset(described.tables)
+            return encode_result(keys, frozen._rewrite_rows(), _short(statement), covered)
 
         try:
             payload = self._payload(state, described, digest, self._loader(load), ttl)

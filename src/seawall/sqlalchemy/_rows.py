@@ -28,6 +28,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 from sqlalchemy.orm.base import instance_state
 
 from seawall.errors import CacheSerializationError
+from seawall.sqlalchemy._tables import relationship_tables
 
 _PLAIN = (str, int, float, bool, type(None))
 _PLAIN_TYPES = frozenset(_PLAIN)  # exact types: a str or int subclass (an Enum) is tagged
@@ -93,9 +94,10 @@ def _enum_member(module: str, qualname: str, name: str) -> Any:
 
 
 class _Encoder:
-    def __init__(self) -> None:
+    def __init__(self, covered: frozenset[str]) -> None:
         self.objs: list[Any] = []
         self.index: dict[int, int] = {}
+        self.covered = covered
 
     def cell(self, value: Any, where: str) -> Any:
         mapper = _mapper_of(value)
@@ -120,8 +122,8 @@ class _Encoder:
                 if type(value) is dict:
                     record[3] = 0
         for rel in mapper.relationships:
-            if rel.key not in loaded:
-                continue
+            if rel.key not in loaded or not relationship_tables(rel) <= self.covered:
+                continue  # not loaded, or loaded from tables whose writes the key misses
             target = loaded[rel.key]
             if target is None:
                 record[2][rel.key] = None
@@ -144,9 +146,16 @@ def _class_name(mapper: Mapper[Any]) -> str:
     return f"{mapper.class_.__module__}.{mapper.class_.__qualname__}"
 
 
-def encode_result(keys: Sequence[str], rows: Sequence[Sequence[Any]], statement: str) -> Any:
-    """The plain-data payload of a result's rows (raises CacheSerializationError)."""
-    encoder = _Encoder()
+def encode_result(
+    keys: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    statement: str,
+    covered: frozenset[str],
+) -> Any:
+    """The plain-data payload of a result's rows (raises CacheSerializationError).
+    Relationships are stored only if every table they load from is in `covered` (the
+    tables whose tokens the key folds in); the others load on access, as usual."""
+    encoder = _Encoder(covered)
     out_rows = [
         [
             encoder.cell(cell, f"{statement}, result column {keys[i]!r}")

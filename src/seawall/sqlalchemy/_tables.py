@@ -75,6 +75,17 @@ def _add_relationship(
     _add_mapper(prop.mapper, names, seen)
 
 
+def relationship_tables(prop: RelationshipProperty[Any]) -> frozenset[str]:
+    """Tables a relationship's value is read from: its target's tables (with every
+    subclass's, for a polymorphic target) and its association table."""
+    names = {
+        table_name(table) for mapper in prop.mapper.self_and_descendants for table in mapper.tables
+    }
+    if isinstance(prop.secondary, TableClause):
+        names.add(table_name(prop.secondary))
+    return frozenset(names)
+
+
 def written_tables(mappers: Iterable[Mapper[Any]]) -> set[str]:
     """Tables a unit-of-work flush of these mappers' objects may have written: their own
     tables (all of them, for joined inheritance) and their many-to-many association
