@@ -131,6 +131,19 @@ class QueryCacheCore(WriteRecorder):
             return None
         if option is None or state.is_relationship_load:
             return None
+        if not state._remaining_events():
+            return self._cacheable_execute(state, option.ttl)
+        # do_orm_execute listeners registered after attach() (the multi-tenant recipe adds
+        # with_loader_criteria there) would run only on a miss, after the key is made:
+        # they run first, on this state, so the key names the statement they leave.
+        answer = _run_later_listeners(state)
+        if answer is not None:  # a later listener answered (it ran the statement itself)
+            return answer
+        answer = self._cacheable_execute(state, option.ttl)
+        # Returning None would have SQLAlchemy run those listeners a second time.
+        return state.invoke_statement() if answer is None else answer
+
+    def _cacheable_execute(self, state: ORMExecuteState, ttl: float | None) -> Any:
         load_options = state.load_options
         if getattr(load_options, "_refresh_state", None) is not None:
             return None  # a refresh or an expired attribute: the database answers
@@ -140,7 +153,10 @@ class QueryCacheCore(WriteRecorder):
             return None  # FOR UPDATE takes row locks: only the database can
         if isinstance(state.parameters, list) or self._must_read_database(state):
             return None
-        return self._cached_execute(state, option.ttl)
+        context = _context_of(state)
+        if context is None:  # an execution option that is not plain data
+            return None
+        return self._cached_execute(state, ttl, context)
 
     def _must_read_database(self, state: ORMExecuteState) -> bool:
         """A session with changes of its own, flushed or not, sees rows nobody else does;
@@ -153,10 +169,9 @@ class QueryCacheCore(WriteRecorder):
         transaction = session.get_transaction()
         if transaction is None or not transaction._connections:
             return False
-        bind = session.get_bind(mapper=state.bind_mapper)
-        return not _per_statement_snapshot(getattr(bind, "engine", bind))
+        return not _per_statement_snapshot(_connection_of(state))
 
-    def _cached_execute(self, state: ORMExecuteState, ttl: float | None) -> Any:
+    def _cached_execute(self, state: ORMExecuteState, ttl: float | None, context: str) -> Any:
         statement: Any = state.statement
         parameters: Any = state.parameters
         cache_key = statement._generate_cache_key()
@@ -166,7 +181,7 @@ class QueryCacheCore(WriteRecorder):
         params = _keys.param_values(
             [(bind.key, bind.effective_value) for bind in cache_key.bindparams], parameters
         )
-        digest = _keys.fingerprint(described.sql_text, described.structure, params)
+        digest = _keys.fingerprint(described.sql_text, described.structure, params, context)
         stash: dict[str, Any] = {}
 
         def load() -> Any:
@@ -451,7 +466,51 @@ def _get_target(state: ORMExecuteState) -> tuple[str, frozenset[str], str] | Non
     return base, own, _keys.row_key(values)
 
 
-def _per_statement_snapshot(engine: Any) -> bool:
+def _run_later_listeners(state: ORMExecuteState) -> Any:
+    """Run the do_orm_execute listeners after this one, as SQLAlchemy would have: the
+    first answer returned, else None (none of them will run again for this execution)."""
+    todo = state._events_todo
+    for index in range(state._starting_event_idx + 1, len(todo)):
+        state._starting_event_idx = index
+        answer = todo[index](state)
+        if answer:
+            return answer
+    return None
+
+
+def _connection_of(state: ORMExecuteState) -> Any:
+    """The Connection the statement will run on if the transaction holds one, else its
+    Engine (or the Connection the session is bound to)."""
+    session = state.session
+    statement: Any = state.statement
+    bind: Any = session.get_bind(mapper=state.bind_mapper, clause=statement)
+    transaction = session.get_transaction()
+    if transaction is not None:
+        held: Any = transaction._connections
+        entry = held.get(bind) or held.get(getattr(bind, "engine", None))
+        if entry:
+            return entry[0]
+    return bind
+
+
+def _context_of(state: ORMExecuteState) -> str | None:
+    """What besides the statement decides its rows: the database (its URL without driver
+    or password), the execution options of the engine, the connection and the call
+    (schema_translate_map, ...) and the ORM's identity token. None if an option is not
+    plain data (such a statement is not cached)."""
+    connection = _connection_of(state)
+    engine = getattr(connection, "engine", connection)
+    url = engine.url
+    database = url.set(drivername=url.get_backend_name()).render_as_string(hide_password=True)
+    options = {**getattr(connection, "_execution_options", {}), **state.execution_options}
+    token = getattr(state.load_options, "_identity_token", None)
+    if token is not None:
+        options["identity_token"] = token
+    return _keys.context_text(database, options)
+
+
+def _per_statement_snapshot(connection: Any) -> bool:
+    engine = getattr(connection, "engine", connection)
     dialect = engine.dialect
     if dialect.name == "sqlite":  # pysqlite opens no transaction for SELECTs
         return True
