@@ -113,3 +113,45 @@ def test_relationships_of_tables_the_key_does_not_cover_are_not_stored(tmp_path:
     assert narrow["objs"][0][2] == {} and len(narrow["objs"]) == 1
     assert list(wide["objs"][0][2]) == ["addresses"]
     engine.dispose()
+
+
+def test_isolation_chosen_for_one_session(pg_url: str, standalone: Any) -> None:
+    """REPEATABLE READ set on the session's connection: once the transaction has read, its
+    snapshot may predate tokens read now, so it reads the database and stores nothing."""
+    engine = create_engine(pg_url)  # READ COMMITTED by default
+    factory = sessionmaker(engine)
+    QueryCache(standalone.sync(), "isolation").attach(factory)
+    users = select(User).where(User.id == 1).options(cached())
+    with factory() as session:
+        session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+        session.execute(select(User.id)).all()  # the snapshot is taken
+        with factory() as writer:
+            writer.get(User, 1).name = "anne"
+            writer.commit()
+        assert session.execute(users).scalar_one().name == "ann"  # its snapshot
+    with factory() as fresh:
+        assert fresh.execute(users).scalar_one().name == "anne", "a snapshot was stored"
+    engine.dispose()
+
+
+def test_asyncio_isolation_chosen_for_one_session(pg_url: str, standalone: Any) -> None:
+    async def main() -> None:
+        engine = create_async_engine(pg_url.replace("+psycopg", "+psycopg_async"))
+        client = standalone.aio()
+        factory = AsyncQueryCache(client, "isolation").attach(async_sessionmaker(engine))
+        users = select(User).where(User.id == 1).options(cached())
+        try:
+            async with factory() as session:
+                await session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+                (await session.execute(select(User.id))).all()
+                async with factory() as writer:
+                    (await writer.get(User, 1)).name = "anne"
+                    await writer.commit()
+                assert (await session.execute(users)).scalar_one().name == "ann"
+            async with factory() as fresh:
+                assert (await fresh.execute(users)).scalar_one().name == "anne"
+        finally:
+            await client.aclose()
+            await engine.dispose()
+
+    asyncio.run(main())

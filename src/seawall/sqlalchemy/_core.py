@@ -515,7 +515,8 @@ def _per_statement_snapshot(connection: Any) -> bool:
     if dialect.name == "sqlite":  # pysqlite opens no transaction for SELECTs
         return True
     level = (
-        getattr(engine, "_execution_options", {}).get("isolation_level")
+        getattr(connection, "_execution_options", {}).get("isolation_level")
+        or getattr(engine, "_execution_options", {}).get("isolation_level")
         or getattr(dialect, "isolation_level", None)
         or getattr(dialect, "default_isolation_level", None)
     )
