@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import event
+from sqlalchemy.engine.base import RootTransaction
 from sqlalchemy.engine.result import IteratorResult, SimpleResultMetaData
 from sqlalchemy.orm import Mapper, ORMExecuteState, Session
 
@@ -369,6 +370,20 @@ class QueryCacheCore(WriteRecorder):
         writes = session.info.pop(INFO_KEY, None)
         if not writes:
             return
+        transaction: Any = session.get_transaction()
+        joined = [] if transaction is None else _joined_connections(transaction)
+        if joined:  # the session joined a transaction it does not commit: wait for that
+            for connection in joined:
+                self._after_real_commit(connection, writes)
+            return
+        self._invalidate_logged(writes)
+
+    def _committed_now(self, session: Session) -> None:
+        writes = session.info.pop(INFO_KEY, None)
+        if writes:
+            self._invalidate_logged(writes)
+
+    def _invalidate_logged(self, writes: Writes) -> None:
         try:
             self._invalidate(writes)
         except Exception:  # the COMMIT is done: raising would tell the caller it failed
@@ -378,6 +393,18 @@ class QueryCacheCore(WriteRecorder):
                 self.namespace,
                 sorted(writes.tables | writes.bulk | set(writes.rows)),
             )
+
+    def _after_real_commit(self, connection: Any, writes: Writes) -> None:
+        """Invalidate `writes` once `connection`'s own transaction COMMITs (forget them if
+        it rolls back): the dialect's do_commit is wrapped, as no event follows a COMMIT."""
+        dialect = connection.dialect
+        if not getattr(dialect, WRAPPED, False):
+            dialect.do_commit = _after_do_commit(dialect.do_commit)
+            setattr(dialect, WRAPPED, True)
+        if not event.contains(connection, "rollback", _forget_pending):
+            event.listen(connection, "rollback", _forget_pending)
+        waiting = _PENDING.setdefault(id(connection.connection), [])
+        waiting.append((self, writes))
 
     def _drops(self, writes: Writes) -> list[tuple[Any, list[str]]]:
         """(cache, keys) to delete: one delete_many, one round trip, per written table."""
@@ -464,6 +491,36 @@ def _get_target(state: ORMExecuteState) -> tuple[str, frozenset[str], str] | Non
     own = frozenset(_tables.table_name(table) for table in mapper.tables)
     base = _tables.table_name(mapper.base_mapper.local_table)
     return base, own, _keys.row_key(values)
+
+
+# Writes of sessions that joined a transaction they do not commit, per DBAPI connection
+# (SQLAlchemy's pooled proxy), invalidated after that connection's next COMMIT.
+_PENDING: dict[int, list[tuple[QueryCacheCore, Writes]]] = {}
+WRAPPED = "_seawall_query_cache_commit"
+
+
+def _joined_connections(transaction: Any) -> list[Any]:
+    """Connections of a session's root transaction whose COMMIT the session does not
+    issue: joined to a transaction begun outside it (Session(bind=conn) inside
+    conn.begin()), or through a SAVEPOINT (join_transaction_mode="create_savepoint")."""
+    joined = []
+    for connection, trans, should_commit, _ in transaction._connections.values():
+        if not (should_commit and isinstance(trans, RootTransaction)):
+            joined.append(connection)
+    return joined
+
+
+def _after_do_commit(do_commit: Callable[[Any], None]) -> Callable[[Any], None]:
+    def committed_then_invalidate(dbapi_connection: Any) -> None:
+        do_commit(dbapi_connection)
+        for cache, writes in _PENDING.pop(id(dbapi_connection), ()):
+            cache._invalidate_logged(writes)
+
+    return committed_then_invalidate
+
+
+def _forget_pending(connection: Any) -> None:
+    _PENDING.pop(id(connection.connection), None)
 
 
 def _run_later_listeners(state: ORMExecuteState) -> Any:

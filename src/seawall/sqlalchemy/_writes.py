@@ -96,19 +96,23 @@ class WriteRecorder:
             writes = self._writes(session)
             if not isinstance(table, TableClause):
                 writes.everything = True
-                return
-            name = _tables.table_name(table)
-            writes.tables.add(name)
-            if not session.info.get(IN_FLUSH):  # a flush's rows are named by after_flush
-                writes.bulk.add(name)
-            if not context.isinsert:  # ON DELETE/UPDATE actions write other tables' rows
-                followers = _tables.cascaded_tables(table)
-                writes.tables |= followers
-                writes.bulk |= followers
+            else:
+                name = _tables.table_name(table)
+                writes.tables.add(name)
+                if not session.info.get(IN_FLUSH):  # a flush's rows: named by after_flush
+                    writes.bulk.add(name)
+                if not context.isinsert:  # ON DELETE/UPDATE actions write other tables
+                    followers = _tables.cascaded_tables(table)
+                    writes.tables |= followers
+                    writes.bulk |= followers
         elif isinstance(core, _IdentifiedClause):  # SAVEPOINT, RELEASE, ROLLBACK TO
             return
         elif not getattr(core, "is_select", False) and not _keys.is_read_only_text(statement):
             self._writes(session).everything = True
+        else:
+            return
+        if connection._is_autocommit_isolation():  # the database has committed it already
+            self._committed_now(session)
 
     def _on_before_flush(self, session: Session, *args: Any) -> None:
         # A unit-of-work flush (not the legacy bulk_* methods, which flush nothing).
@@ -135,6 +139,15 @@ class WriteRecorder:
                 continue
             base = _tables.table_name(state.mapper.base_mapper.local_table)
             writes.rows.setdefault(base, set()).add(_keys.row_key(values))
+        transaction: Any = session.get_transaction()
+        held = () if transaction is None else transaction._connections.values()
+        if any(entry[0]._is_autocommit_isolation() for entry in held):
+            self._committed_now(session)
+
+    def _committed_now(self, session: Session) -> None:
+        """The session's writes are committed already (an AUTOCOMMIT connection): act on
+        them now, not at a COMMIT that may never come (close() ends such a session)."""
+        raise NotImplementedError
 
     def _on_transaction_end(self, session: Session, transaction: Any) -> None:
         if transaction.parent is None:  # the root: committed (done above) or rolled back
