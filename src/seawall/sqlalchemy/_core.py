@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -47,6 +48,9 @@ TOKEN_TTL = 86_400.0
 PER_STATEMENT = frozenset({"READ COMMITTED", "READ UNCOMMITTED", "AUTOCOMMIT"})
 
 ATTACHED = "_seawall_query_cache"
+# Primary-key value types a database compares as Python does: a get by them is keyed by
+# its row's own token.
+ROW_KEY_TYPES = frozenset({int, uuid.UUID})
 WARN_EVERY = 30.0
 MEMO_SIZE = 2000
 GUESSES = 10_000
@@ -57,6 +61,7 @@ class Described:
     sql_text: str
     structure: str
     tables: tuple[str, ...]
+    related: frozenset[str]  # tables reached through relationships it loads
 
 
 def new_token() -> str:
@@ -295,7 +300,9 @@ class QueryCacheCore(WriteRecorder):
         row = _get_target(state)
         wanted = []
         for table in described.tables:
-            own = row is not None and table in row[1]
+            # A table's rows other than the one got (a tree loaded eagerly) are seen by
+            # its table token only.
+            own = row is not None and table in row[1] and table not in described.related
             wanted.append((self._table_cache(table), BULK_TOKEN if own else TABLE_TOKEN))
         wanted.append((self._everything, EVERYTHING_KEY))
         if row is None:
@@ -322,8 +329,14 @@ class QueryCacheCore(WriteRecorder):
     def _describe(self, statement: Any, structure: Any, state: ORMExecuteState) -> Described:
         found = self._memo.get(structure)
         if found is None:
-            tables = _tables.read_tables(statement, state.all_mappers)
-            found = Described(str(statement), _keys.normalize(structure), tuple(sorted(tables)))
+            related: set[str] = set()
+            tables = _tables.read_tables(statement, state.all_mappers, related)
+            found = Described(
+                str(statement),
+                _keys.normalize(structure),
+                tuple(sorted(tables)),
+                frozenset(related),
+            )
             if len(self._memo) >= MEMO_SIZE:
                 self._memo.clear()
             self._memo[structure] = found
@@ -487,6 +500,11 @@ def _get_target(state: ORMExecuteState) -> tuple[str, frozenset[str], str] | Non
     try:
         values = [state.parameters[binds[column].key] for column in mapper.primary_key]
     except KeyError:
+        return None
+    if not all(type(value) in ROW_KEY_TYPES for value in values):
+        # The database may find a row whose key it spells otherwise ('ANN' finds 'ann'
+        # under a case-insensitive collation, 1.0 finds 1): the write names that row
+        # by its own spelling, so the get is keyed by the table token, as a query.
         return None
     own = frozenset(_tables.table_name(table) for table in mapper.tables)
     base = _tables.table_name(mapper.base_mapper.local_table)

@@ -28,12 +28,17 @@ def table_name(table: Any) -> str:
     return name
 
 
-def read_tables(statement: Any, mappers: Iterable[Mapper[Any]]) -> frozenset[str]:
+def read_tables(
+    statement: Any, mappers: Iterable[Mapper[Any]], related: set[str] | None = None
+) -> frozenset[str]:
     """Tables a SELECT's result may include: every table the statement mentions (FROMs,
     joins, subqueries, WHERE), every table of the mapped classes it loads (inheritance),
-    and the tables of relationships loaded eagerly, by option or by mapping, transitively."""
+    and the tables of relationships loaded eagerly, by option or by mapping, transitively.
+    The tables reached through relationships are also added to `related` (other rows of
+    them may come with the result, even of the statement's own table)."""
     names: set[str] = set()
     seen: set[Mapper[Any]] = set()
+    via = set() if related is None else related
     for element in visitors.iterate(statement):
         if isinstance(element, TableClause):
             names.add(table_name(element))
@@ -41,38 +46,41 @@ def read_tables(statement: Any, mappers: Iterable[Mapper[Any]]) -> frozenset[str
             found = getattr(element, "_annotations", {}).get(key)
             mapper = getattr(found, "mapper", None)
             if isinstance(mapper, Mapper):
-                _add_mapper(mapper, names, seen)
+                _add_mapper(mapper, names, seen, via)
     for mapper in mappers:
-        _add_mapper(mapper, names, seen)
+        _add_mapper(mapper, names, seen, via)
     for option in getattr(statement, "_with_options", ()):
         for element in getattr(option, "context", ()):
             for step in getattr(getattr(element, "path", None), "path", ()):
                 if isinstance(step, Mapper):
-                    _add_mapper(step, names, seen)
+                    _add_mapper(step, names, seen, via)
                 elif isinstance(step, RelationshipProperty):
-                    _add_relationship(step, names, seen)
+                    _add_relationship(step, names, seen, via)
     return frozenset(names)
 
 
-def _add_mapper(mapper: Mapper[Any], names: set[str], seen: set[Mapper[Any]]) -> None:
+def _add_mapper(
+    mapper: Mapper[Any], names: set[str], seen: set[Mapper[Any]], via: set[str]
+) -> None:
     if mapper in seen:
         return
     seen.add(mapper)
     names.update(table_name(table) for table in mapper.tables)
     for sub in mapper.self_and_descendants:  # polymorphic loads read subclass tables
         if sub not in seen:
-            _add_mapper(sub, names, seen)
+            _add_mapper(sub, names, seen, via)
     for prop in mapper.relationships:
         if prop.lazy in EAGER:
-            _add_relationship(prop, names, seen)
+            _add_relationship(prop, names, seen, via)
 
 
 def _add_relationship(
-    prop: RelationshipProperty[Any], names: set[str], seen: set[Mapper[Any]]
+    prop: RelationshipProperty[Any], names: set[str], seen: set[Mapper[Any]], via: set[str]
 ) -> None:
+    via |= relationship_tables(prop)
     if isinstance(prop.secondary, TableClause):
         names.add(table_name(prop.secondary))
-    _add_mapper(prop.mapper, names, seen)
+    _add_mapper(prop.mapper, names, seen, via)
 
 
 def relationship_tables(prop: RelationshipProperty[Any]) -> frozenset[str]:

@@ -126,19 +126,17 @@ class WriteRecorder:
         mappers = {state.mapper for state in flush_context.states}
         writes.tables |= _tables.written_tables(mappers)
         for state in flush_context.states:
-            # New rows get their identity key only after this event: read the primary key.
+            # New rows get their identity key only after this event, and a changed
+            # primary key its new one: both the old key and the instance's are written.
             identity: Any = state.key
             obj = state.obj()
-            if identity is not None:
-                values = identity[1]
-            elif obj is not None:
-                values = state.mapper.primary_key_from_instance(obj)
-            else:
-                continue
-            if any(value is None for value in values):
-                continue
+            keys = [] if identity is None else [identity[1]]
+            if obj is not None:
+                keys.append(state.mapper.primary_key_from_instance(obj))
             base = _tables.table_name(state.mapper.base_mapper.local_table)
-            writes.rows.setdefault(base, set()).add(_keys.row_key(values))
+            for values in keys:
+                if not any(value is None for value in values):
+                    writes.rows.setdefault(base, set()).add(_keys.row_key(values))
         transaction: Any = session.get_transaction()
         held = () if transaction is None else transaction._connections.values()
         if any(entry[0]._is_autocommit_isolation() for entry in held):
