@@ -108,3 +108,49 @@ def test_asyncio_session_joined_to_an_outer_transaction(pg_url: str, standalone:
             await engine.dispose()
 
     asyncio.run(main())
+
+
+def renamed_by_cte(session: Any, name: str, *options: Any) -> list[int]:
+    renamed = update(User).where(User.id == 1).values(name=name).returning(User.id).cte("u")
+    return list(session.execute(select(renamed.c.id).add_cte(renamed).options(*options)).scalars())
+
+
+def test_a_select_with_a_data_modifying_cte_is_a_write(pg_url: str, standalone: Any) -> None:
+    engine = create_engine(pg_url)
+    factory = sessionmaker(engine)
+    QueryCache(standalone.sync(), "cte").attach(factory)
+    assert names(factory) == ["ann", "bob"]
+    with factory() as session:
+        assert renamed_by_cte(session, "anne") == [1]
+        assert list(session.execute(QUERY).scalars()) == ["anne", "bob"], "its own write"
+        session.commit()
+    assert names(factory) == ["anne", "bob"], "the CTE's write was not seen"
+    for name in ("anna", "annie"):  # cached() on it: run each time, never stored
+        with factory() as session:
+            assert renamed_by_cte(session, name, cached()) == [1]
+            session.commit()
+        assert names(factory) == [name, "bob"]
+    engine.dispose()
+
+
+def test_asyncio_data_modifying_cte(pg_url: str, standalone: Any) -> None:
+    async def main() -> None:
+        engine = create_async_engine(pg_url.replace("+psycopg", "+psycopg_async"))
+        client = standalone.aio()
+        factory = AsyncQueryCache(client, "cte").attach(async_sessionmaker(engine))
+
+        async def read() -> list[str]:
+            async with factory() as session:
+                return list((await session.execute(QUERY)).scalars())
+
+        try:
+            assert await read() == ["ann", "bob"]
+            async with factory() as session:
+                assert await session.run_sync(renamed_by_cte, "anne") == [1]
+                await session.commit()
+            assert await read() == ["anne", "bob"]
+        finally:
+            await client.aclose()
+            await engine.dispose()
+
+    asyncio.run(main())

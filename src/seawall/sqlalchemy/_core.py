@@ -62,6 +62,7 @@ class Described:
     structure: str
     tables: tuple[str, ...]
     related: frozenset[str]  # tables reached through relationships it loads
+    writes: bool  # a data-modifying CTE: a SELECT that writes is never cached
 
 
 def new_token() -> str:
@@ -184,6 +185,8 @@ class QueryCacheCore(WriteRecorder):
         if cache_key is None:  # SQLAlchemy cannot name it (e.g. a lambda with closures)
             return None
         described = self._describe(statement, cache_key.key, state)
+        if described.writes:
+            return None
         params = _keys.param_values(
             [(bind.key, bind.effective_value) for bind in cache_key.bindparams], parameters
         )
@@ -336,6 +339,7 @@ class QueryCacheCore(WriteRecorder):
                 _keys.normalize(structure),
                 tuple(sorted(tables)),
                 frozenset(related),
+                _tables.writes_in(statement),
             )
             if len(self._memo) >= MEMO_SIZE:
                 self._memo.clear()

@@ -14,7 +14,8 @@ from sqlalchemy import Table
 from sqlalchemy.orm import Mapper
 from sqlalchemy.orm.relationships import RelationshipProperty
 from sqlalchemy.sql import visitors
-from sqlalchemy.sql.expression import TableClause
+from sqlalchemy.sql.dml import UpdateBase
+from sqlalchemy.sql.expression import CTE, TableClause
 
 # Relationship strategies that load as part of the query itself (joined, selectin,
 # subquery, immediate): their tables are part of the cached result.
@@ -116,6 +117,27 @@ def dml_tables(statement: Any, mapper: Mapper[Any] | None) -> set[str]:
     if mapper is not None:
         names.update(table_name(table) for table in mapper.tables)
     return names
+
+
+def cte_writes(compiled: Any) -> list[tuple[Any, bool]]:
+    """(table, is an INSERT) of each data-modifying CTE a compiled statement holds
+    (`select(...).add_cte(update(...).returning(...))`): a SELECT that writes."""
+    found = []
+    for cte in getattr(compiled, "ctes", None) or ():
+        element = getattr(cte, "element", None)
+        if isinstance(element, UpdateBase):
+            table = getattr(element, "table", None)
+            if isinstance(table, TableClause):
+                found.append((table, bool(getattr(element, "is_insert", False))))
+    return found
+
+
+def writes_in(statement: Any) -> bool:
+    """Whether a statement holds a data-modifying CTE anywhere."""
+    return any(
+        isinstance(element, CTE) and isinstance(element.element, UpdateBase)
+        for element in visitors.iterate(statement)
+    )
 
 
 def cascaded_tables(table: TableClause) -> frozenset[str]:

@@ -93,26 +93,33 @@ class WriteRecorder:
         core = getattr(compiled, "statement", None)
         if context.isinsert or context.isupdate or context.isdelete:
             table = getattr(core, "table", None)
-            writes = self._writes(session)
             if not isinstance(table, TableClause):
-                writes.everything = True
-            else:
-                name = _tables.table_name(table)
-                writes.tables.add(name)
-                if not session.info.get(IN_FLUSH):  # a flush's rows: named by after_flush
-                    writes.bulk.add(name)
-                if not context.isinsert:  # ON DELETE/UPDATE actions write other tables
-                    followers = _tables.cascaded_tables(table)
-                    writes.tables |= followers
-                    writes.bulk |= followers
+                self._writes(session).everything = True
+            else:  # a flush's rows are named by after_flush
+                self._note_table(session, table, context.isinsert, session.info.get(IN_FLUSH))
         elif isinstance(core, _IdentifiedClause):  # SAVEPOINT, RELEASE, ROLLBACK TO
             return
-        elif not getattr(core, "is_select", False) and not _keys.is_read_only_text(statement):
-            self._writes(session).everything = True
+        elif getattr(core, "is_select", False) or _keys.is_read_only_text(statement):
+            written = _tables.cte_writes(compiled)  # WITH u AS (UPDATE ... RETURNING) SELECT
+            if not written:
+                return
+            for table, inserts in written:
+                self._note_table(session, table, inserts, False)
         else:
-            return
+            self._writes(session).everything = True
         if connection._is_autocommit_isolation():  # the database has committed it already
             self._committed_now(session)
+
+    def _note_table(self, session: Session, table: Any, inserts: bool, rows_named: Any) -> None:
+        writes = self._writes(session)
+        name = _tables.table_name(table)
+        writes.tables.add(name)
+        if not rows_named:
+            writes.bulk.add(name)
+        if not inserts:  # ON DELETE/UPDATE actions write other tables' rows
+            followers = _tables.cascaded_tables(table)
+            writes.tables |= followers
+            writes.bulk |= followers
 
     def _on_before_flush(self, session: Session, *args: Any) -> None:
         # A unit-of-work flush (not the legacy bulk_* methods, which flush nothing).
