@@ -31,7 +31,7 @@ from seawall.shared._validate import check_name, check_seconds
 from seawall.sqlalchemy import _keys, _tables
 from seawall.sqlalchemy._option import find_cached
 from seawall.sqlalchemy._rows import decode_result, encode_result
-from seawall.sqlalchemy._writes import INFO_KEY, WriteRecorder, Writes
+from seawall.sqlalchemy._writes import INFO_KEY, WriteRecorder, Writes, is_read_statement
 
 log = logging.getLogger("seawall.sqlalchemy")
 
@@ -128,7 +128,8 @@ class QueryCacheCore(WriteRecorder):
 
     def _on_execute(self, state: ORMExecuteState) -> Any:
         option = find_cached(state.user_defined_options)
-        if not state.is_select:
+        reads = state.is_select or (state.is_from_statement and is_read_statement(state.statement))
+        if not reads:
             if option is not None:
                 raise TypeError(
                     f"QueryCache {self.namespace!r}: cached() applies to SELECT statements "
@@ -151,7 +152,7 @@ class QueryCacheCore(WriteRecorder):
         return state.invoke_statement() if answer is None else answer
 
     def _cacheable_execute(self, state: ORMExecuteState, ttl: float | None) -> Any:
-        load_options = state.load_options
+        load_options = _load_options(state)
         if getattr(load_options, "_refresh_state", None) is not None:
             return None  # a refresh or an expired attribute: the database answers
         if getattr(load_options, "_populate_existing", False):
@@ -185,8 +186,8 @@ class QueryCacheCore(WriteRecorder):
         if cache_key is None:  # SQLAlchemy cannot name it (e.g. a lambda with closures)
             return None
         described = self._describe(statement, cache_key.key, state)
-        if described.writes:
-            return None
+        if described.writes or _tables.UNKNOWN in described.tables:
+            return None  # it writes, or reads tables that cannot be named
         params = _keys.param_values(
             [(bind.key, bind.effective_value) for bind in cache_key.bindparams], parameters
         )
@@ -545,6 +546,14 @@ def _forget_pending(connection: Any) -> None:
     _PENDING.pop(id(connection.connection), None)
 
 
+def _load_options(state: ORMExecuteState) -> Any:
+    """The ORM's load options (populate_existing, refresh, identity token), also for a
+    from_statement(), whose state does not expose them."""
+    if state.is_select:
+        return state.load_options
+    return state.execution_options.get("_sa_orm_load_options")
+
+
 def _run_later_listeners(state: ORMExecuteState) -> Any:
     """Run the do_orm_execute listeners after this one, as SQLAlchemy would have: the
     first answer returned, else None (none of them will run again for this execution)."""
@@ -582,7 +591,7 @@ def _context_of(state: ORMExecuteState) -> str | None:
     url = engine.url
     database = url.set(drivername=url.get_backend_name()).render_as_string(hide_password=True)
     options = {**getattr(connection, "_execution_options", {}), **state.execution_options}
-    token = getattr(state.load_options, "_identity_token", None)
+    token = getattr(_load_options(state), "_identity_token", None)
     if token is not None:
         options["identity_token"] = token
     return _keys.context_text(database, options)

@@ -180,3 +180,11 @@ def is_read_only_text(sql: str) -> bool:
     tables nobody can name, so the commit invalidates every cached result."""
     text = sql.strip().rstrip(";").lstrip("(").lower()
     return text.startswith("select") and ";" not in text and " into " not in f" {text} "
+
+
+def is_setting_text(sql: str) -> bool:
+    """A single SET, SET LOCAL, SHOW or RESET: it writes no table, though it may change
+    what the transaction's later statements read (a search_path, an isolation level)."""
+    text = sql.strip().rstrip(";").lower()
+    first = text.split(None, 1)[0] if text else ""
+    return first in ("set", "show", "reset") and ";" not in text

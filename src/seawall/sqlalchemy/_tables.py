@@ -15,10 +15,14 @@ from sqlalchemy.orm import Mapper
 from sqlalchemy.orm.relationships import RelationshipProperty
 from sqlalchemy.sql import visitors
 from sqlalchemy.sql.dml import UpdateBase
-from sqlalchemy.sql.expression import CTE, TableClause
+from sqlalchemy.sql.expression import CTE, TableClause, TextClause
 
 # Relationship strategies that load as part of the query itself (joined, selectin,
 # subquery, immediate): their tables are part of the cached result.
+# Named among a statement's tables when SQL text in it may read tables nobody declared:
+# such a statement is not cached.
+UNKNOWN = "\x00unknown"
+
 EAGER = frozenset({"joined", "selectin", "subquery", "immediate", False})
 
 
@@ -40,9 +44,12 @@ def read_tables(
     names: set[str] = set()
     seen: set[Mapper[Any]] = set()
     via = set() if related is None else related
+    textual = False
     for element in visitors.iterate(statement):
         if isinstance(element, TableClause):
             names.add(table_name(element))
+        elif isinstance(element, TextClause) or getattr(element, "is_literal", False):
+            textual = True
         for key in ("parententity", "parentmapper"):
             found = getattr(element, "_annotations", {}).get(key)
             mapper = getattr(found, "mapper", None)
@@ -57,7 +64,23 @@ def read_tables(
                     _add_mapper(step, names, seen, via)
                 elif isinstance(step, RelationshipProperty):
                     _add_relationship(step, names, seen, via)
+    if textual:  # SQL text may name any table: every table its MetaData declares
+        metadatas = {id(m): m for m in _metadatas(seen, statement)}
+        if not metadatas:
+            names.add(UNKNOWN)
+        for metadata in metadatas.values():
+            names.update(table_name(table) for table in metadata.tables.values())
     return frozenset(names)
+
+
+def _metadatas(mappers: Iterable[Mapper[Any]], statement: Any) -> list[Any]:
+    found = [getattr(mapper.local_table, "metadata", None) for mapper in mappers]
+    found += [
+        getattr(element, "metadata", None)
+        for element in visitors.iterate(statement)
+        if isinstance(element, TableClause)
+    ]
+    return [metadata for metadata in found if metadata is not None]
 
 
 def _add_mapper(

@@ -34,6 +34,17 @@ class Writes:
     everything: bool = False
 
 
+def is_read_statement(statement: Any) -> bool:
+    """A SELECT, or a textual statement that is a single plain SELECT (also inside a
+    from_statement() or text().columns())."""
+    inner = getattr(statement, "element", None)  # FromStatement, TextualSelect
+    if inner is not None and inner is not statement:
+        return is_read_statement(inner)
+    if isinstance(statement, TextClause):
+        return _keys.is_read_only_text(statement.text)
+    return bool(getattr(statement, "is_select", False))
+
+
 class WriteRecorder:
     """Session event handlers that fill session.info[INFO_KEY]; QueryCacheCore acts on it."""
 
@@ -64,7 +75,13 @@ class WriteRecorder:
             writes = self._writes(state.session)
             writes.tables |= names
             writes.bulk |= names
-        elif not (isinstance(statement, TextClause) and _keys.is_read_only_text(statement.text)):
+        elif state.is_from_statement and is_read_statement(statement):
+            return  # select(User).from_statement(text("SELECT ...")): a read
+        elif isinstance(statement, TextClause) and _keys.is_read_only_text(statement.text):
+            return
+        elif isinstance(statement, TextClause) and _keys.is_setting_text(statement.text):
+            self._writes(state.session)  # no table written; the session reads the database
+        else:
             self._writes(state.session).everything = True
 
     def _on_begin(self, session: Session, transaction: Any, connection: Any) -> None:
@@ -98,6 +115,9 @@ class WriteRecorder:
             else:  # a flush's rows are named by after_flush
                 self._note_table(session, table, context.isinsert, session.info.get(IN_FLUSH))
         elif isinstance(core, _IdentifiedClause):  # SAVEPOINT, RELEASE, ROLLBACK TO
+            return
+        elif _keys.is_setting_text(statement):
+            self._writes(session)  # no table written; the session reads the database
             return
         elif getattr(core, "is_select", False) or _keys.is_read_only_text(statement):
             written = _tables.cte_writes(compiled)  # WITH u AS (UPDATE ... RETURNING) SELECT
