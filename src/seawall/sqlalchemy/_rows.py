@@ -19,6 +19,7 @@ import decimal
 import enum
 import sys
 import uuid
+import zoneinfo
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -53,6 +54,9 @@ _BY_TYPE = {kind: tag for tag, (kind, _, _) in _TAGGED.items()}
 def encode_value(value: Any, where: str) -> Any:
     if type(value) in _PLAIN_TYPES:
         return value
+    if type(value) is datetime.datetime and isinstance(value.tzinfo, zoneinfo.ZoneInfo):
+        # a named zone, not only its offset: arithmetic across DST needs it
+        return {"dz": [value.isoformat(), value.tzinfo.key]}
     tag = _BY_TYPE.get(type(value))
     if tag is not None:
         return {tag: _TAGGED[tag][1](value)}
@@ -62,7 +66,7 @@ def encode_value(value: Any, where: str) -> Any:
         kind = type(value)
         return {"e": [kind.__module__, kind.__qualname__, value.name]}
     if isinstance(value, dict | list):  # a JSON column: wrapped so no tag is mistaken
-        return {"j": value}
+        return {"j": _json_copy(value)}
     raise CacheSerializationError(
         f"{where}: a value of type {type(value).__qualname__} cannot be cached as plain data "
         "(supported: str, int, float, bool, None, datetime, date, time, timedelta, Decimal, "
@@ -71,12 +75,27 @@ def encode_value(value: Any, where: str) -> Any:
     )
 
 
+def _json_copy(value: Any) -> Any:
+    """A JSON value as plain dicts and lists, copied: the stored payload (which the L1
+    keeps as it is) never shares a dict with the loading session's instance, whose
+    in-place changes would otherwise reach it, and a MutableDict is stored as the dict it
+    holds (the `load` event wraps it again)."""
+    if isinstance(value, dict):
+        return {key: _json_copy(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_copy(item) for item in value]
+    return value
+
+
 def decode_value(value: Any) -> Any:
     if not isinstance(value, dict):
         return value
     ((tag, text),) = value.items()
     if tag == "j":  # a copy: the L1 keeps the decoded payload, and JSON values are mutable
         return copy.deepcopy(text)
+    if tag == "dz":
+        stamp, zone = text
+        return datetime.datetime.fromisoformat(stamp).astimezone(zoneinfo.ZoneInfo(zone))
     if tag == "e":
         return _enum_member(*text)
     return _TAGGED[tag][2](text)
