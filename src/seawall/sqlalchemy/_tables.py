@@ -10,7 +10,7 @@ import functools
 from collections.abc import Iterable
 from typing import Any
 
-from sqlalchemy import Table
+from sqlalchemy import Column, Table
 from sqlalchemy.orm import Mapper
 from sqlalchemy.orm.relationships import RelationshipProperty
 from sqlalchemy.sql import visitors
@@ -93,6 +93,10 @@ def _add_mapper(
     for sub in mapper.self_and_descendants:  # polymorphic loads read subclass tables
         if sub not in seen:
             _add_mapper(sub, names, seen, via)
+    for attr in mapper.column_attrs:  # a column_property may be a subquery of others
+        for column in attr.columns:
+            if not (isinstance(column, Column) and column.table in mapper.tables):
+                names |= expression_tables(column)
     for prop in mapper.relationships:
         if prop.lazy in EAGER:
             _add_relationship(prop, names, seen, via)
@@ -101,20 +105,46 @@ def _add_mapper(
 def _add_relationship(
     prop: RelationshipProperty[Any], names: set[str], seen: set[Mapper[Any]], via: set[str]
 ) -> None:
-    via |= relationship_tables(prop)
-    if isinstance(prop.secondary, TableClause):
-        names.add(table_name(prop.secondary))
+    reached = relationship_tables(prop)
+    via |= reached
+    names |= reached
     _add_mapper(prop.mapper, names, seen, via)
+
+
+def expression_tables(expression: Any) -> frozenset[str]:
+    """Tables an SQL expression reads; with SQL text in it, every table of the MetaData
+    of the tables it names (UNKNOWN if none)."""
+    names: set[str] = set()
+    metadatas: dict[int, Any] = {}
+    textual = False
+    for element in visitors.iterate(expression):
+        if isinstance(element, TableClause):
+            names.add(table_name(element))
+            metadata = getattr(element, "metadata", None)
+            if metadata is not None:
+                metadatas[id(metadata)] = metadata
+        elif isinstance(element, TextClause) or getattr(element, "is_literal", False):
+            textual = True
+    if textual:
+        if not metadatas:
+            names.add(UNKNOWN)
+        for metadata in metadatas.values():
+            names.update(table_name(table) for table in metadata.tables.values())
+    return frozenset(names)
 
 
 def relationship_tables(prop: RelationshipProperty[Any]) -> frozenset[str]:
     """Tables a relationship's value is read from: its target's tables (with every
-    subclass's, for a polymorphic target) and its association table."""
+    subclass's, for a polymorphic target), its association table, and every table its
+    join conditions name (custom primaryjoin / secondaryjoin)."""
     names = {
         table_name(table) for mapper in prop.mapper.self_and_descendants for table in mapper.tables
     }
     if isinstance(prop.secondary, TableClause):
         names.add(table_name(prop.secondary))
+    for condition in (prop.primaryjoin, prop.secondaryjoin):
+        if condition is not None:
+            names |= expression_tables(condition)
     return frozenset(names)
 
 

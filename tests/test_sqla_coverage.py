@@ -1,0 +1,101 @@
+"""seawall.sqlalchemy: a cached result is keyed by every table it reads, also those the
+statement does not name: a column_property's subquery, a relationship's custom join
+condition. SQLite and a private PostgreSQL."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import ForeignKey, create_engine, func, select
+from sqlalchemy.orm import (
+    DeclarativeBase,
+    Mapped,
+    column_property,
+    mapped_column,
+    relationship,
+    sessionmaker,
+)
+
+from seawall.sqlalchemy import QueryCache, cached
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Post(Base):
+    __tablename__ = "posts"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    author_id: Mapped[int] = mapped_column(ForeignKey("authors.id"))
+
+
+class Flag(Base):
+    """A post hidden by moderation: named only in a join condition."""
+
+    __tablename__ = "flags"
+    post_id: Mapped[int] = mapped_column(ForeignKey("posts.id"), primary_key=True)
+
+
+class Like(Base):
+    """Counted by a column_property only."""
+
+    __tablename__ = "likes"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    author_id: Mapped[int] = mapped_column(ForeignKey("authors.id"))
+
+
+class Author(Base):
+    __tablename__ = "authors"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str]
+    likes: Mapped[int] = column_property(
+        select(func.count(Like.id)).where(Like.author_id == id).scalar_subquery()
+    )
+    visible: Mapped[list[Post]] = relationship(
+        primaryjoin=lambda: (Post.author_id == Author.id) & Post.id.not_in(select(Flag.post_id)),
+        lazy="selectin",
+        viewonly=True,
+        order_by=Post.id,
+    )
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[str]:
+    url = (
+        request.getfixturevalue("pg_url")
+        if request.param == "postgresql"
+        else f"sqlite:///{tmp_path / 'blog.db'}"
+    )
+    engine = create_engine(url)
+    Base.metadata.create_all(engine)
+    with sessionmaker(engine)() as session:
+        session.add(Author(id=1, name="ann"))
+        session.flush()
+        session.add_all([Post(id=1, author_id=1), Post(id=2, author_id=1)])
+        session.commit()
+    engine.dispose()
+    yield url
+
+
+def read(factory: Any) -> tuple[int, list[int]]:
+    with factory() as session:
+        author = session.execute(select(Author).options(cached())).scalar_one()
+        return author.likes, [post.id for post in author.visible]
+
+
+def test_tables_the_statement_does_not_name(db_url: str, standalone: Any) -> None:
+    engine = create_engine(db_url)
+    factory = sessionmaker(engine)
+    QueryCache(standalone.sync(), "blog").attach(factory)
+    assert read(factory) == (0, [1, 2])
+    with factory() as session:
+        session.add(Like(id=1, author_id=1))
+        session.commit()
+    assert read(factory) == (1, [1, 2]), "a write to a column_property's table was not seen"
+    with factory() as session:
+        session.add(Flag(post_id=2))
+        session.commit()
+    assert read(factory) == (1, [1]), "a write to the join condition's table was not seen"
+    engine.dispose()
