@@ -5,10 +5,10 @@ condition. SQLite and a private PostgreSQL."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
-from sqlalchemy import ForeignKey, create_engine, func, select
+from sqlalchemy import ForeignKey, create_engine, func, select, text, update
 from sqlalchemy.orm import (
     DeclarativeBase,
     Mapped,
@@ -17,6 +17,7 @@ from sqlalchemy.orm import (
     relationship,
     sessionmaker,
 )
+from sqlaworkers import Counter
 
 from seawall.sqlalchemy import QueryCache, cached
 
@@ -61,6 +62,26 @@ class Author(Base):
     )
 
 
+class DeclaredView(Base):
+    """A view whose Table declares the table it reads."""
+
+    __tablename__ = "declared_names"
+    __table_args__: ClassVar[dict[str, Any]] = {"info": {"seawall.reads": ["authors"]}}
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str]
+
+
+class PlainView(Base):
+    """A view declaring nothing: never cached."""
+
+    __tablename__ = "plain_names"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str]
+
+
+VIEWS = [DeclaredView.__table__, PlainView.__table__]
+
+
 @pytest.fixture(params=["sqlite", "postgresql"])
 def db_url(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[str]:
     url = (
@@ -69,7 +90,12 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[str]:
         else f"sqlite:///{tmp_path / 'blog.db'}"
     )
     engine = create_engine(url)
-    Base.metadata.create_all(engine)
+    Base.metadata.create_all(
+        engine, tables=[t for t in Base.metadata.sorted_tables if t not in VIEWS]
+    )
+    with engine.begin() as conn:
+        for view in VIEWS:
+            conn.execute(text(f"CREATE VIEW {view.name} AS SELECT id, name FROM authors"))
     with sessionmaker(engine)() as session:
         session.add(Author(id=1, name="ann"))
         session.flush()
@@ -98,4 +124,27 @@ def test_tables_the_statement_does_not_name(db_url: str, standalone: Any) -> Non
         session.add(Flag(post_id=2))
         session.commit()
     assert read(factory) == (1, [1]), "a write to the join condition's table was not seen"
+    engine.dispose()
+
+
+def test_views(db_url: str, standalone: Any) -> None:
+    engine = create_engine(db_url)
+    factory = sessionmaker(engine)
+    QueryCache(standalone.sync(), "blog").attach(factory)
+    counter = Counter(engine)
+
+    def names(view: Any) -> list[str]:
+        with factory() as session:
+            return list(session.execute(select(view.name).options(cached())).scalars())
+
+    for expected_sql in (1, 0):  # a miss, then a hit
+        assert names(DeclaredView) == ["ann"]
+        assert counter.take() == expected_sql
+        assert names(PlainView) == ["ann"]
+        counter.take()
+    with factory() as session:
+        session.execute(update(Author).values(name="anne"))
+        session.commit()
+    assert names(DeclaredView) == ["anne"], "a write to the view's base table was not seen"
+    assert names(PlainView) == ["anne"], "a view whose base tables are unknown was cached"
     engine.dispose()

@@ -94,6 +94,8 @@ class QueryCacheCore(WriteRecorder):
         self._guesses: dict[tuple[str, str], str] = {}
         self._mappers: dict[str, Mapper[Any]] = {}
         self._warned_at = -WARN_EVERY
+        self._views: dict[str, frozenset[str]] = {}  # per database URL
+        self._warned_views: set[str] = set()
 
     # -- the face's flavour ------------------------------------------------------------
 
@@ -188,6 +190,8 @@ class QueryCacheCore(WriteRecorder):
         described = self._describe(statement, cache_key.key, state)
         if described.writes or _tables.UNKNOWN in described.tables:
             return None  # it writes, or reads tables that cannot be named
+        if self._reads_undeclared_view(state, described):
+            return None
         params = _keys.param_values(
             [(bind.key, bind.effective_value) for bind in cache_key.bindparams], parameters
         )
@@ -223,6 +227,33 @@ class QueryCacheCore(WriteRecorder):
         if "frozen" in stash:  # this call loaded it: its instances are already in session
             return stash["frozen"]()
         return self._rebuild(state, payload)
+
+    def _reads_undeclared_view(self, state: ORMExecuteState, described: Described) -> bool:
+        """A view is written through its base tables, whose tokens a key names only if
+        the view's Table declares them (info={"seawall.reads": [...]}): a statement
+        reading a view that does not is not cached. Views are listed once per database."""
+        connection = _connection_of(state)
+        engine = getattr(connection, "engine", connection)
+        database = str(engine.url)
+        views = self._views.get(database)
+        if views is None:
+            views = self._views[database] = _tables.view_names(engine)
+        undeclared = [
+            name
+            for name in described.tables
+            if name in views and name not in _tables.DECLARED_VIEWS
+        ]
+        if undeclared and undeclared[0] not in self._warned_views:
+            self._warned_views.add(undeclared[0])
+            log.warning(
+                "QueryCache %r: %s reads the view %s, whose base tables are not declared: "
+                "it is not cached. Declare them on its Table: info={%r: [table, ...]}",
+                self.namespace,
+                _short(state.statement),
+                undeclared[0],
+                _tables.READS_INFO,
+            )
+        return bool(undeclared)
 
     def _payload(
         self,

@@ -26,6 +26,63 @@ UNKNOWN = "\x00unknown"
 EAGER = frozenset({"joined", "selectin", "subquery", "immediate", False})
 
 
+# Table.info key of a view (a Table mapped or queried in place of a view): the tables it
+# reads, as names or Tables, e.g. info={"seawall.reads": ["authors", "posts"]}.
+READS_INFO = "seawall.reads"
+
+
+def declared_reads(table: Any) -> frozenset[str]:
+    """The tables a Table declares it reads (a view), else none."""
+    info = getattr(table, "info", None)
+    declared = info.get(READS_INFO) if isinstance(info, dict) else None
+    if not declared:
+        return frozenset()
+    DECLARED_VIEWS.add(table_name(table))
+    return frozenset(name if isinstance(name, str) else table_name(name) for name in declared)
+
+
+# Names of the Tables seen declaring what they read (views whose base tables are known).
+DECLARED_VIEWS: set[str] = set()
+
+
+# The views of a database, per dialect: (schema, name) rows, schema None for the default.
+VIEW_QUERIES = {
+    "postgresql": "SELECT CASE WHEN schemaname = current_schema() THEN NULL ELSE schemaname "
+    "END, viewname FROM pg_views UNION ALL SELECT CASE WHEN schemaname = current_schema() "
+    "THEN NULL ELSE schemaname END, matviewname FROM pg_matviews",
+    "sqlite": "SELECT NULL, name FROM sqlite_master WHERE type = 'view'",
+    "mysql": "SELECT CASE WHEN table_schema = DATABASE() THEN NULL ELSE table_schema END, "
+    "table_name FROM information_schema.views",
+}
+VIEW_QUERIES["mariadb"] = VIEW_QUERIES["mysql"]
+
+
+def view_names(engine: Any) -> frozenset[str]:
+    """The views of the engine's database as table names ("name" in the default schema,
+    "schema.name" elsewhere), read on a raw DBAPI connection (no SQLAlchemy event sees
+    it). Empty for a dialect this module has no query for."""
+    query = VIEW_QUERIES.get(engine.dialect.name)
+    if query is None:
+        return frozenset()
+    raw = engine.raw_connection()
+    try:
+        cursor = raw.cursor()
+        cursor.execute(query)
+        rows = cursor.fetchall()
+        cursor.close()
+        raw.rollback()  # end the transaction the query may have begun
+    finally:
+        raw.close()
+    return frozenset(name if schema is None else f"{schema}.{name}" for schema, name in rows)
+
+
+def with_declared_reads(names: set[str], tables: Iterable[Any]) -> set[str]:
+    """`names` with the tables that the views among `tables` declare they read."""
+    for table in tables:
+        names |= declared_reads(table)
+    return names
+
+
 def table_name(table: Any) -> str:
     name = getattr(table, "fullname", None)
     if not isinstance(name, str):
@@ -48,6 +105,7 @@ def read_tables(
     for element in visitors.iterate(statement):
         if isinstance(element, TableClause):
             names.add(table_name(element))
+            names |= declared_reads(element)
         elif isinstance(element, TextClause) or getattr(element, "is_literal", False):
             textual = True
         for key in ("parententity", "parentmapper"):
@@ -90,6 +148,7 @@ def _add_mapper(
         return
     seen.add(mapper)
     names.update(table_name(table) for table in mapper.tables)
+    with_declared_reads(names, mapper.tables)
     for sub in mapper.self_and_descendants:  # polymorphic loads read subclass tables
         if sub not in seen:
             _add_mapper(sub, names, seen, via)
@@ -155,6 +214,7 @@ def written_tables(mappers: Iterable[Mapper[Any]]) -> set[str]:
     names: set[str] = set()
     for mapper in mappers:
         names.update(table_name(table) for table in mapper.tables)
+        with_declared_reads(names, mapper.tables)  # a class mapped to an updatable view
         for prop in mapper.relationships:
             if isinstance(prop.secondary, Table):
                 names.add(table_name(prop.secondary))

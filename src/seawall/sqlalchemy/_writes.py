@@ -134,8 +134,10 @@ class WriteRecorder:
         writes = self._writes(session)
         name = _tables.table_name(table)
         writes.tables.add(name)
+        writes.tables |= _tables.declared_reads(table)  # a write through a view
         if not rows_named:
             writes.bulk.add(name)
+            writes.bulk |= _tables.declared_reads(table)
         if not inserts:  # ON DELETE/UPDATE actions write other tables' rows
             followers = _tables.cascaded_tables(table)
             writes.tables |= followers
