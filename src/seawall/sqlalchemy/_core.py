@@ -15,6 +15,7 @@ import logging
 import secrets
 import time
 import uuid
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -161,14 +162,17 @@ class QueryCacheCore(WriteRecorder):
             return None  # the caller asked for the rows as they are now
         if getattr(state.statement, "_for_update_arg", None) is not None:
             return None  # FOR UPDATE takes row locks: only the database can
-        if isinstance(state.parameters, list) or self._must_read_database(state):
+        if isinstance(state.parameters, list):
             return None
-        context = _context_of(state)
+        connection = _connection_of(state)
+        if self._must_read_database(state, connection):
+            return None
+        context = _context_of(state, connection)
         if context is None:  # an execution option that is not plain data
             return None
-        return self._cached_execute(state, ttl, context)
+        return self._cached_execute(state, ttl, context, connection)
 
-    def _must_read_database(self, state: ORMExecuteState) -> bool:
+    def _must_read_database(self, state: ORMExecuteState, connection: Any) -> bool:
         """A session with changes of its own, flushed or not, sees rows nobody else does;
         a snapshot taken earlier in a REPEATABLE READ transaction may predate tokens."""
         session = state.session
@@ -179,9 +183,11 @@ class QueryCacheCore(WriteRecorder):
         transaction = session.get_transaction()
         if transaction is None or not transaction._connections:
             return False
-        return not _per_statement_snapshot(_connection_of(state))
+        return not _per_statement_snapshot(connection)
 
-    def _cached_execute(self, state: ORMExecuteState, ttl: float | None, context: str) -> Any:
+    def _cached_execute(
+        self, state: ORMExecuteState, ttl: float | None, context: str, connection: Any
+    ) -> Any:
         statement: Any = state.statement
         parameters: Any = state.parameters
         cache_key = statement._generate_cache_key()
@@ -190,7 +196,7 @@ class QueryCacheCore(WriteRecorder):
         described = self._describe(statement, cache_key.key, state)
         if described.writes or _tables.UNKNOWN in described.tables:
             return None  # it writes, or reads tables that cannot be named
-        if self._reads_undeclared_view(state, described):
+        if self._reads_undeclared_view(state, described, connection):
             return None
         params = _keys.param_values(
             [(bind.key, bind.effective_value) for bind in cache_key.bindparams], parameters
@@ -228,16 +234,19 @@ class QueryCacheCore(WriteRecorder):
             return stash["frozen"]()
         return self._rebuild(state, payload)
 
-    def _reads_undeclared_view(self, state: ORMExecuteState, described: Described) -> bool:
+    def _reads_undeclared_view(
+        self, state: ORMExecuteState, described: Described, connection: Any
+    ) -> bool:
         """A view is written through its base tables, whose tokens a key names only if
         the view's Table declares them (info={"seawall.reads": [...]}): a statement
         reading a view that does not is not cached. Views are listed once per database."""
-        connection = _connection_of(state)
         engine = getattr(connection, "engine", connection)
-        database = str(engine.url)
+        database = _database_of(engine)
         views = self._views.get(database)
         if views is None:
             views = self._views[database] = _tables.view_names(engine)
+        if not views:
+            return False
         undeclared = [
             name
             for name in described.tables
@@ -612,20 +621,36 @@ def _connection_of(state: ORMExecuteState) -> Any:
     return bind
 
 
-def _context_of(state: ORMExecuteState) -> str | None:
+def _context_of(state: ORMExecuteState, connection: Any) -> str | None:
     """What besides the statement decides its rows: the database (its URL without driver
     or password), the execution options of the engine, the connection and the call
     (schema_translate_map, ...) and the ORM's identity token. None if an option is not
     plain data (such a statement is not cached)."""
-    connection = _connection_of(state)
     engine = getattr(connection, "engine", connection)
-    url = engine.url
-    database = url.set(drivername=url.get_backend_name()).render_as_string(hide_password=True)
-    options = {**getattr(connection, "_execution_options", {}), **state.execution_options}
+    database = _database_of(engine)
+    given = state.execution_options
+    around = getattr(connection, "_execution_options", None)
     token = getattr(_load_options(state), "_identity_token", None)
+    if not around and token is None and all(name[0] == "_" for name in given):
+        return database  # the common case: no option at all
+    options = {**(around or {}), **given}
     if token is not None:
         options["identity_token"] = token
     return _keys.context_text(database, options)
+
+
+_DATABASES: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+
+
+def _database_of(engine: Any) -> str:
+    """The engine's URL without driver or password (sync and asyncio drivers of one
+    database share keys), memoized per Engine."""
+    found = _DATABASES.get(engine)
+    if found is None:
+        url = engine.url
+        bare = url.set(drivername=url.get_backend_name())
+        found = _DATABASES[engine] = bare.render_as_string(hide_password=True)
+    return found
 
 
 def _per_statement_snapshot(connection: Any) -> bool:
