@@ -14,8 +14,11 @@ from sqlalchemy.orm import (
     Mapped,
     column_property,
     mapped_column,
+    query_expression,
     relationship,
     sessionmaker,
+    with_expression,
+    with_loader_criteria,
 )
 from sqlaworkers import Counter
 
@@ -30,6 +33,7 @@ class Post(Base):
     __tablename__ = "posts"
     id: Mapped[int] = mapped_column(primary_key=True)
     author_id: Mapped[int] = mapped_column(ForeignKey("authors.id"))
+    flagged: Mapped[bool] = query_expression()
 
 
 class Flag(Base):
@@ -147,4 +151,28 @@ def test_views(db_url: str, standalone: Any) -> None:
         session.commit()
     assert names(DeclaredView) == ["anne"], "a write to the view's base table was not seen"
     assert names(PlainView) == ["anne"], "a view whose base tables are unknown was cached"
+    engine.dispose()
+
+
+def test_tables_loader_options_read(db_url: str, standalone: Any) -> None:
+    """with_expression() and with_loader_criteria() carry SQL of their own."""
+    engine = create_engine(db_url)
+    factory = sessionmaker(engine)
+    QueryCache(standalone.sync(), "blog").attach(factory)
+    is_flagged = select(Flag.post_id).where(Flag.post_id == Post.id).exists()
+    flagged = select(Post).order_by(Post.id).options(with_expression(Post.flagged, is_flagged))
+    unflagged = select(Post.id).order_by(Post.id)
+    unflagged = unflagged.options(with_loader_criteria(Post, Post.id.not_in(select(Flag.post_id))))
+
+    def read() -> tuple[list[bool], list[int]]:
+        with factory() as session:
+            posts = session.execute(flagged.options(cached())).scalars().all()
+            ids = session.execute(unflagged.options(cached())).scalars().all()
+            return [bool(post.flagged) for post in posts], list(ids)
+
+    assert read() == ([False, False], [1, 2])
+    with factory() as session:
+        session.add(Flag(post_id=1))
+        session.commit()
+    assert read() == ([True, False], [2]), "a write to a loader option's table was not seen"
     engine.dispose()

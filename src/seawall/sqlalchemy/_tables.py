@@ -15,6 +15,7 @@ from sqlalchemy.orm import Mapper
 from sqlalchemy.orm.relationships import RelationshipProperty
 from sqlalchemy.sql import visitors
 from sqlalchemy.sql.dml import UpdateBase
+from sqlalchemy.sql.elements import ClauseElement
 from sqlalchemy.sql.expression import CTE, TableClause, TextClause
 
 # Relationship strategies that load as part of the query itself (joined, selectin,
@@ -116,7 +117,17 @@ def read_tables(
     for mapper in mappers:
         _add_mapper(mapper, names, seen, via)
     for option in getattr(statement, "_with_options", ()):
+        # with_loader_criteria's criteria, with_expression's expression, a relationship
+        # option's .and_() criteria: SQL of their own, which may read other tables
+        criteria = getattr(option, "where_criteria", None)
+        if isinstance(criteria, ClauseElement):
+            names |= expression_tables(criteria)
         for element in getattr(option, "context", ()):
+            extra = [*(getattr(element, "local_opts", None) or {}).values()]
+            extra += getattr(element, "_extra_criteria", None) or ()  # .and_(), expressions
+            for value in extra:
+                if isinstance(value, ClauseElement):
+                    names |= expression_tables(value)
             for step in getattr(getattr(element, "path", None), "path", ()):
                 if isinstance(step, Mapper):
                     _add_mapper(step, names, seen, via)
