@@ -244,7 +244,18 @@ class QueryCacheCore(WriteRecorder):
         database = _database_of(engine)
         views = self._views.get(database)
         if views is None:
-            views = self._views[database] = _tables.view_names(engine)
+            try:
+                views = _tables.view_names(engine)
+            except Exception as exc:  # a database that will not list them: say so once
+                log.warning(
+                    "QueryCache %r: could not list the views of %s (%r); a statement "
+                    "reading a view that does not declare its tables may be cached",
+                    self.namespace,
+                    database,
+                    exc,
+                )
+                views = frozenset()
+            self._views[database] = views
         if not views:
             return False
         undeclared = [
