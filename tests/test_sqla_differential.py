@@ -1,9 +1,11 @@
 """seawall.sqlalchemy against the database itself: a seeded random workload of ORM and
 Core reads and writes through two QueryCaches of one namespace (one with an L1, one
 without, as two processes would be), with relationships loaded lazily, by selectinload
-and by joinedload, gets by key, bulk and textual writes, savepoints and rollbacks, and a
-session that keeps its objects across other sessions' commits. After every cached read
-in a fresh session the same statement runs uncached, and the two must agree.
+and by joinedload, gets by key, bulk and textual writes, savepoints and rollbacks, a
+session that keeps its objects across other sessions' commits, and sessions of a tenant
+(SQLAlchemy's with_loader_criteria recipe, added by a listener after attach()). After
+every cached read in a fresh session the same statement runs uncached, and the two must
+agree.
 
 A few fixed seeds run here; `SEAWALL_DIFF_OPS=10000 pytest tests/test_sqla_differential.py`
 runs a longer workload. A difference found becomes a fixed seed."""
@@ -18,7 +20,13 @@ from typing import Any
 import pytest
 from sqlalchemy import create_engine, delete, event, insert, select, text, update
 from sqlalchemy.exc import DBAPIError
-from sqlalchemy.orm import joinedload, selectinload, sessionmaker
+from sqlalchemy.orm import (
+    ORMExecuteState,
+    joinedload,
+    selectinload,
+    sessionmaker,
+    with_loader_criteria,
+)
 from sqlaworkers import Address, Base, User, seed
 
 from seawall.sqlalchemy import QueryCache, cached
@@ -101,6 +109,19 @@ def write(session: Any, rng: random.Random, ids: Iterator[int]) -> None:
         session.execute(delete(User).where(User.id == user_id))  # addresses cascade
 
 
+def tenant_filter(state: ORMExecuteState) -> None:
+    """SQLAlchemy's multi-tenant recipe, registered after attach(): a session whose info
+    names a tenant (0 or 1) sees the users whose id has that parity."""
+    tenant = state.session.info.get("tenant")
+    if tenant is None or not state.is_select or state.is_relationship_load:
+        return
+    if state.is_column_load:
+        return
+    state.statement = state.statement.options(
+        with_loader_criteria(User, lambda cls: cls.id % 2 == tenant, include_aliases=True)
+    )
+
+
 def run_workload(url: str, client: Any, seed_value: int, ops: int) -> int:
     """Returns the number of cached reads compared; raises on the first difference."""
     engine = create_engine(url)
@@ -115,8 +136,10 @@ def run_workload(url: str, client: Any, seed_value: int, ops: int) -> int:
     for options in ({}, {"l1_size": 0, "hot_keys": 0}):
         factory = sessionmaker(engine)
         QueryCache(client, f"diff{seed_value}", **options).attach(factory)
+        event.listen(factory, "do_orm_execute", tenant_filter)
         processes.append(factory)
     truth = sessionmaker(engine)  # no QueryCache: the database's answer
+    event.listen(truth, "do_orm_execute", tenant_filter)
     holder = processes[0]()  # keeps its objects while others commit
     kept: list[Any] = []
     ids = iter(range(100, 1_000_000))
@@ -127,9 +150,10 @@ def run_workload(url: str, client: Any, seed_value: int, ops: int) -> int:
             roll = rng.random()
             if roll < 0.5:
                 read = rng.choice(READS)(rng)
-                with factory() as session:
+                info = {"tenant": rng.choice((0, 1))} if rng.random() < 0.3 else {}
+                with factory(info=info) as session:
                     got = read(session, cached())
-                with truth() as session:
+                with truth(info=info) as session:
                     expected = read(session)
                 assert got == expected, f"seed {seed_value}, step {step}: {got} != {expected}"
                 compared += 1
