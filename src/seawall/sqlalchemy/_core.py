@@ -15,13 +15,11 @@ import logging
 import secrets
 import time
 import uuid
-import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import event
-from sqlalchemy.engine.base import RootTransaction
 from sqlalchemy.engine.result import IteratorResult, SimpleResultMetaData
 from sqlalchemy.orm import Mapper, ORMExecuteState, Session
 
@@ -29,7 +27,7 @@ from seawall.cache._async.base import REDIS_DOWN
 from seawall.cache._l1 import MISSING
 from seawall.errors import CacheUnavailable, CacheWaitTimeout
 from seawall.shared._validate import check_name, check_seconds
-from seawall.sqlalchemy import _keys, _tables
+from seawall.sqlalchemy import _context, _keys, _tables
 from seawall.sqlalchemy._option import find_cached
 from seawall.sqlalchemy._rows import decode_result, encode_result
 from seawall.sqlalchemy._writes import INFO_KEY, WriteRecorder, Writes, is_read_statement
@@ -44,9 +42,6 @@ EVERYTHING_KEY = "all"  # replaced by a textual write nobody can attribute to ta
 
 # How long a version token lives unused. Expiry is harmless (a new token means misses).
 TOKEN_TTL = 86_400.0
-
-# Isolation levels where each statement reads a fresh snapshot.
-PER_STATEMENT = frozenset({"READ COMMITTED", "READ UNCOMMITTED", "AUTOCOMMIT"})
 
 ATTACHED = "_seawall_query_cache"
 # Primary-key value types a database compares as Python does: a get by them is keyed by
@@ -147,7 +142,7 @@ class QueryCacheCore(WriteRecorder):
         # do_orm_execute listeners registered after attach() (the multi-tenant recipe adds
         # with_loader_criteria there) would run only on a miss, after the key is made:
         # they run first, on this state, so the key names the statement they leave.
-        answer = _run_later_listeners(state)
+        answer = _context.run_later_listeners(state)
         if answer is not None:  # a later listener answered (it ran the statement itself)
             return answer
         answer = self._cacheable_execute(state, option.ttl)
@@ -155,7 +150,7 @@ class QueryCacheCore(WriteRecorder):
         return state.invoke_statement() if answer is None else answer
 
     def _cacheable_execute(self, state: ORMExecuteState, ttl: float | None) -> Any:
-        load_options = _load_options(state)
+        load_options = _context.load_options(state)
         if getattr(load_options, "_refresh_state", None) is not None:
             return None  # a refresh or an expired attribute: the database answers
         if getattr(load_options, "_populate_existing", False):
@@ -164,10 +159,10 @@ class QueryCacheCore(WriteRecorder):
             return None  # FOR UPDATE takes row locks: only the database can
         if isinstance(state.parameters, list):
             return None
-        connection = _connection_of(state)
+        connection = _context.connection_of(state)
         if self._must_read_database(state, connection):
             return None
-        context = _context_of(state, connection)
+        context = _context.context_of(state, connection)
         if context is None:  # an execution option that is not plain data
             return None
         return self._cached_execute(state, ttl, context, connection)
@@ -183,7 +178,7 @@ class QueryCacheCore(WriteRecorder):
         transaction = session.get_transaction()
         if transaction is None or not transaction._connections:
             return False
-        return not _per_statement_snapshot(connection)
+        return not _context.per_statement_snapshot(connection)
 
     def _cached_execute(
         self, state: ORMExecuteState, ttl: float | None, context: str, connection: Any
@@ -241,7 +236,7 @@ class QueryCacheCore(WriteRecorder):
         the view's Table declares them (info={"seawall.reads": [...]}): a statement
         reading a view that does not is not cached. Views are listed once per database."""
         engine = getattr(connection, "engine", connection)
-        database = _database_of(engine)
+        database = _context.database_of(engine)
         views = self._views.get(database)
         if views is None:
             try:
@@ -440,10 +435,10 @@ class QueryCacheCore(WriteRecorder):
         if not writes:
             return
         transaction: Any = session.get_transaction()
-        joined = [] if transaction is None else _joined_connections(transaction)
+        joined = [] if transaction is None else _context.joined_connections(transaction)
         if joined:  # the session joined a transaction it does not commit: wait for that
             for connection in joined:
-                self._after_real_commit(connection, writes)
+                _context.invalidate_after_commit(connection, self._invalidate_logged, writes)
             return
         self._invalidate_logged(writes)
 
@@ -462,18 +457,6 @@ class QueryCacheCore(WriteRecorder):
                 self.namespace,
                 sorted(writes.tables | writes.bulk | set(writes.rows)),
             )
-
-    def _after_real_commit(self, connection: Any, writes: Writes) -> None:
-        """Invalidate `writes` once `connection`'s own transaction COMMITs (forget them if
-        it rolls back): the dialect's do_commit is wrapped, as no event follows a COMMIT."""
-        dialect = connection.dialect
-        if not getattr(dialect, WRAPPED, False):
-            dialect.do_commit = _after_do_commit(dialect.do_commit)
-            setattr(dialect, WRAPPED, True)
-        if not event.contains(connection, "rollback", _forget_pending):
-            event.listen(connection, "rollback", _forget_pending)
-        waiting = _PENDING.setdefault(id(connection.connection), [])
-        waiting.append((self, writes))
 
     def _drops(self, writes: Writes) -> list[tuple[Any, list[str]]]:
         """(cache, keys) to delete: one delete_many, one round trip, per written table."""
@@ -565,117 +548,6 @@ def _get_target(state: ORMExecuteState) -> tuple[str, frozenset[str], str] | Non
     own = frozenset(_tables.table_name(table) for table in mapper.tables)
     base = _tables.table_name(mapper.base_mapper.local_table)
     return base, own, _keys.row_key(values)
-
-
-# Writes of sessions that joined a transaction they do not commit, per DBAPI connection
-# (SQLAlchemy's pooled proxy), invalidated after that connection's next COMMIT.
-_PENDING: dict[int, list[tuple[QueryCacheCore, Writes]]] = {}
-WRAPPED = "_seawall_query_cache_commit"
-
-
-def _joined_connections(transaction: Any) -> list[Any]:
-    """Connections of a session's root transaction whose COMMIT the session does not
-    issue: joined to a transaction begun outside it (Session(bind=conn) inside
-    conn.begin()), or through a SAVEPOINT (join_transaction_mode="create_savepoint")."""
-    joined = []
-    for connection, trans, should_commit, _ in transaction._connections.values():
-        if not (should_commit and isinstance(trans, RootTransaction)):
-            joined.append(connection)
-    return joined
-
-
-def _after_do_commit(do_commit: Callable[[Any], None]) -> Callable[[Any], None]:
-    def committed_then_invalidate(dbapi_connection: Any) -> None:
-        do_commit(dbapi_connection)
-        for cache, writes in _PENDING.pop(id(dbapi_connection), ()):
-            cache._invalidate_logged(writes)
-
-    return committed_then_invalidate
-
-
-def _forget_pending(connection: Any) -> None:
-    _PENDING.pop(id(connection.connection), None)
-
-
-def _load_options(state: ORMExecuteState) -> Any:
-    """The ORM's load options (populate_existing, refresh, identity token), also for a
-    from_statement(), whose state does not expose them."""
-    if state.is_select:
-        return state.load_options
-    return state.execution_options.get("_sa_orm_load_options")
-
-
-def _run_later_listeners(state: ORMExecuteState) -> Any:
-    """Run the do_orm_execute listeners after this one, as SQLAlchemy would have: the
-    first answer returned, else None (none of them will run again for this execution)."""
-    todo = state._events_todo
-    for index in range(state._starting_event_idx + 1, len(todo)):
-        state._starting_event_idx = index
-        answer = todo[index](state)
-        if answer:
-            return answer
-    return None
-
-
-def _connection_of(state: ORMExecuteState) -> Any:
-    """The Connection the statement will run on if the transaction holds one, else its
-    Engine (or the Connection the session is bound to)."""
-    session = state.session
-    statement: Any = state.statement
-    bind: Any = session.get_bind(mapper=state.bind_mapper, clause=statement)
-    transaction = session.get_transaction()
-    if transaction is not None:
-        held: Any = transaction._connections
-        entry = held.get(bind) or held.get(getattr(bind, "engine", None))
-        if entry:
-            return entry[0]
-    return bind
-
-
-def _context_of(state: ORMExecuteState, connection: Any) -> str | None:
-    """What besides the statement decides its rows: the database (its URL without driver
-    or password), the execution options of the engine, the connection and the call
-    (schema_translate_map, ...) and the ORM's identity token. None if an option is not
-    plain data (such a statement is not cached)."""
-    engine = getattr(connection, "engine", connection)
-    database = _database_of(engine)
-    given = state.execution_options
-    around = getattr(connection, "_execution_options", None)
-    token = getattr(_load_options(state), "_identity_token", None)
-    if not around and token is None and all(name[0] == "_" for name in given):
-        return database  # the common case: no option at all
-    options = {**(around or {}), **given}
-    if token is not None:
-        options["identity_token"] = token
-    return _keys.context_text(database, options)
-
-
-_DATABASES: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
-
-
-def _database_of(engine: Any) -> str:
-    """The engine's URL without driver or password (sync and asyncio drivers of one
-    database share keys), memoized per Engine."""
-    found = _DATABASES.get(engine)
-    if found is None:
-        url = engine.url
-        bare = url.set(drivername=url.get_backend_name())
-        found = _DATABASES[engine] = bare.render_as_string(hide_password=True)
-    return found
-
-
-def _per_statement_snapshot(connection: Any) -> bool:
-    engine = getattr(connection, "engine", connection)
-    dialect = engine.dialect
-    if dialect.name == "sqlite":  # pysqlite opens no transaction for SELECTs
-        return True
-    level = (
-        getattr(connection, "_execution_options", {}).get("isolation_level")
-        or getattr(engine, "_execution_options", {}).get("isolation_level")
-        or getattr(dialect, "isolation_level", None)
-        or getattr(dialect, "default_isolation_level", None)
-    )
-    return isinstance(level, str) and level.upper() in PER_STATEMENT
 
 
 def _short(statement: Any) -> str:
