@@ -2,8 +2,9 @@
 Core reads and writes through two QueryCaches of one namespace (one with an L1, one
 without, as two processes would be), with relationships loaded lazily, by selectinload
 and by joinedload, gets by key, bulk and textual writes, savepoints and rollbacks, a
-session that keeps its objects across other sessions' commits, and sessions of a tenant
-(SQLAlchemy's with_loader_criteria recipe, added by a listener after attach()). After
+session that keeps its objects across other sessions' commits, sessions of a tenant
+(SQLAlchemy's with_loader_criteria recipe, added by a listener after attach()), and a
+self-referential tree loaded two levels deep. After
 every cached read in a fresh session the same statement runs uncached, and the two must
 agree.
 
@@ -18,11 +19,15 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import create_engine, delete, event, insert, select, text, update
+from sqlalchemy import ForeignKey, create_engine, delete, event, insert, select, text, update
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import (
+    DeclarativeBase,
+    Mapped,
     ORMExecuteState,
     joinedload,
+    mapped_column,
+    relationship,
     selectinload,
     sessionmaker,
     with_loader_criteria,
@@ -67,7 +72,44 @@ def got_address(session: Any, address_id: int, *options: Any) -> Any:
     return None if found is None else (found.email, found.user_id)
 
 
+class TreeBase(DeclarativeBase):
+    pass
+
+
+class Node(TreeBase):
+    """A self-referential tree, loaded two levels deep by every read of a node."""
+
+    __tablename__ = "nodes"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    parent_id: Mapped[int | None] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"))
+    label: Mapped[str]
+    children: Mapped[list[Node]] = relationship(
+        lazy="selectin", join_depth=2, order_by="Node.id", passive_deletes=True
+    )
+
+
+def tree_of(node: Node | None) -> Any:
+    if node is None:
+        return None
+    return (
+        node.id,
+        node.label,
+        [(c.id, c.label, [g.id for g in c.children]) for c in node.children],
+    )
+
+
+def got_node(session: Any, node_id: int, *options: Any) -> Any:
+    return tree_of(session.get(Node, node_id, options=list(options)))
+
+
+def roots(session: Any, *options: Any) -> Any:
+    query = select(Node).where(Node.parent_id.is_(None)).order_by(Node.id).options(*options)
+    return [tree_of(node) for node in session.execute(query).scalars()]
+
+
 READS: list[Callable[[random.Random], Callable[..., Any]]] = [
+    lambda rng: (lambda k: lambda s, *o: got_node(s, k, *o))(rng.randint(1, 6)),
+    lambda rng: roots,
     lambda rng: users_plain,
     lambda rng: lambda s, *o: users_with_addresses(s, selectinload, *o),
     lambda rng: lambda s, *o: users_with_addresses(s, joinedload, *o),
@@ -80,7 +122,7 @@ READS: list[Callable[[random.Random], Callable[..., Any]]] = [
 
 def write(session: Any, rng: random.Random, ids: Iterator[int]) -> None:
     """One write of a random kind, through the ORM, Core, bulk or SQL text."""
-    kind = rng.randrange(8)
+    kind = rng.randrange(11)
     user_id = rng.randint(1, 6)
     if kind == 0:
         user = session.get(User, user_id)
@@ -105,8 +147,18 @@ def write(session: Any, rng: random.Random, ids: Iterator[int]) -> None:
             text("UPDATE addresses SET email = :e WHERE id = :i"),
             {"e": f"t{rng.randrange(9)}", "i": rng.randint(10, 16)},
         )
-    else:
+    elif kind == 7:
         session.execute(delete(User).where(User.id == user_id))  # addresses cascade
+    elif kind == 8:
+        node = session.get(Node, rng.randint(1, 6))
+        if node is not None:
+            node.label = f"n{rng.randrange(100)}"
+    elif kind == 9:
+        parent = session.get(Node, rng.randint(1, 6))
+        if parent is not None:
+            session.add(Node(id=next(ids), parent_id=parent.id, label="new"))
+    else:
+        session.execute(delete(Node).where(Node.id == rng.randint(2, 6)))  # its subtree too
 
 
 def tenant_filter(state: ORMExecuteState) -> None:
@@ -209,6 +261,15 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[str]:
 
 def add_rows(url: str) -> None:
     engine = create_engine(url)
+    TreeBase.metadata.create_all(engine)
+    with sessionmaker(engine)() as session:
+        session.add(
+            Node(id=1, label="root", children=[Node(id=2, label="a"), Node(id=3, label="b")])
+        )
+        session.add(Node(id=5, label="other", children=[Node(id=6, label="c")]))
+        session.flush()
+        session.add(Node(id=4, parent_id=3, label="d"))
+        session.commit()
     with sessionmaker(engine)() as session:
         for user_id in (3, 4, 5):
             session.add(User(id=user_id, name=f"user{user_id}"))
