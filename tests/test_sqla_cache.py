@@ -279,3 +279,13 @@ def test_keys_are_stable_and_name_every_table() -> None:
     for sql in ("update users set a = 1", "select 1; delete from users", "select * into t"):
         assert not _keys.is_read_only_text(sql)
     assert _keys.fingerprint("s", "x", [1]) != _keys.fingerprint("s", "x", [2])
+
+
+def test_cascades_are_found_from_the_orms_copy_of_a_table() -> None:
+    """An ORM delete(User) compiles against an annotated copy of `users`, equal to the
+    Table but not the object its foreign keys point at; its answer must not be empty, nor
+    be remembered for the Table itself."""
+    copy = delete(User).where(User.id == 1).table
+    assert copy is not User.__table__ and copy == User.__table__
+    assert _tables.cascaded_tables(copy) == {"addresses"}
+    assert _tables.cascaded_tables(User.__table__) == {"addresses"}

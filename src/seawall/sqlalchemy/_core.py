@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import secrets
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -26,10 +27,10 @@ from seawall.cache._async.base import REDIS_DOWN
 from seawall.cache._l1 import MISSING
 from seawall.errors import CacheUnavailable, CacheWaitTimeout
 from seawall.shared._validate import check_name, check_seconds
-from seawall.sqlalchemy import _keys, _tables
+from seawall.sqlalchemy import _context, _keys, _tables
 from seawall.sqlalchemy._option import find_cached
 from seawall.sqlalchemy._rows import decode_result, encode_result
-from seawall.sqlalchemy._writes import INFO_KEY, WriteRecorder, Writes
+from seawall.sqlalchemy._writes import INFO_KEY, WriteRecorder, Writes, is_read_statement
 
 log = logging.getLogger("seawall.sqlalchemy")
 
@@ -42,10 +43,10 @@ EVERYTHING_KEY = "all"  # replaced by a textual write nobody can attribute to ta
 # How long a version token lives unused. Expiry is harmless (a new token means misses).
 TOKEN_TTL = 86_400.0
 
-# Isolation levels where each statement reads a fresh snapshot.
-PER_STATEMENT = frozenset({"READ COMMITTED", "READ UNCOMMITTED", "AUTOCOMMIT"})
-
 ATTACHED = "_seawall_query_cache"
+# Primary-key value types a database compares as Python does: a get by them is keyed by
+# its row's own token.
+ROW_KEY_TYPES = frozenset({int, uuid.UUID})
 WARN_EVERY = 30.0
 MEMO_SIZE = 2000
 GUESSES = 10_000
@@ -56,6 +57,8 @@ class Described:
     sql_text: str
     structure: str
     tables: tuple[str, ...]
+    related: frozenset[str]  # tables reached through relationships it loads
+    writes: bool  # a data-modifying CTE: a SELECT that writes is never cached
 
 
 def new_token() -> str:
@@ -87,6 +90,8 @@ class QueryCacheCore(WriteRecorder):
         self._guesses: dict[tuple[str, str], str] = {}
         self._mappers: dict[str, Mapper[Any]] = {}
         self._warned_at = -WARN_EVERY
+        self._views: dict[str, frozenset[str]] = {}  # per database URL
+        self._warned_views: set[str] = set()
 
     # -- the face's flavour ------------------------------------------------------------
 
@@ -121,7 +126,8 @@ class QueryCacheCore(WriteRecorder):
 
     def _on_execute(self, state: ORMExecuteState) -> Any:
         option = find_cached(state.user_defined_options)
-        if not state.is_select:
+        reads = state.is_select or (state.is_from_statement and is_read_statement(state.statement))
+        if not reads:
             if option is not None:
                 raise TypeError(
                     f"QueryCache {self.namespace!r}: cached() applies to SELECT statements "
@@ -131,18 +137,37 @@ class QueryCacheCore(WriteRecorder):
             return None
         if option is None or state.is_relationship_load:
             return None
-        load_options = state.load_options
+        if not state._remaining_events():
+            return self._cacheable_execute(state, option.ttl)
+        # do_orm_execute listeners registered after attach() (the multi-tenant recipe adds
+        # with_loader_criteria there) would run only on a miss, after the key is made:
+        # they run first, on this state, so the key names the statement they leave.
+        answer = _context.run_later_listeners(state)
+        if answer is not None:  # a later listener answered (it ran the statement itself)
+            return answer
+        answer = self._cacheable_execute(state, option.ttl)
+        # Returning None would have SQLAlchemy run those listeners a second time.
+        return state.invoke_statement() if answer is None else answer
+
+    def _cacheable_execute(self, state: ORMExecuteState, ttl: float | None) -> Any:
+        load_options = _context.load_options(state)
         if getattr(load_options, "_refresh_state", None) is not None:
             return None  # a refresh or an expired attribute: the database answers
         if getattr(load_options, "_populate_existing", False):
             return None  # the caller asked for the rows as they are now
         if getattr(state.statement, "_for_update_arg", None) is not None:
             return None  # FOR UPDATE takes row locks: only the database can
-        if isinstance(state.parameters, list) or self._must_read_database(state):
+        if isinstance(state.parameters, list):
             return None
-        return self._cached_execute(state, option.ttl)
+        connection = _context.connection_of(state)
+        if self._must_read_database(state, connection):
+            return None
+        context = _context.context_of(state, connection)
+        if context is None:  # an execution option that is not plain data
+            return None
+        return self._cached_execute(state, ttl, context, connection)
 
-    def _must_read_database(self, state: ORMExecuteState) -> bool:
+    def _must_read_database(self, state: ORMExecuteState, connection: Any) -> bool:
         """A session with changes of its own, flushed or not, sees rows nobody else does;
         a snapshot taken earlier in a REPEATABLE READ transaction may predate tokens."""
         session = state.session
@@ -153,31 +178,43 @@ class QueryCacheCore(WriteRecorder):
         transaction = session.get_transaction()
         if transaction is None or not transaction._connections:
             return False
-        bind = session.get_bind(mapper=state.bind_mapper)
-        return not _per_statement_snapshot(getattr(bind, "engine", bind))
+        return not _context.per_statement_snapshot(connection)
 
-    def _cached_execute(self, state: ORMExecuteState, ttl: float | None) -> Any:
+    def _cached_execute(
+        self, state: ORMExecuteState, ttl: float | None, context: str, connection: Any
+    ) -> Any:
         statement: Any = state.statement
         parameters: Any = state.parameters
         cache_key = statement._generate_cache_key()
         if cache_key is None:  # SQLAlchemy cannot name it (e.g. a lambda with closures)
             return None
         described = self._describe(statement, cache_key.key, state)
+        if described.writes or _tables.UNKNOWN in described.tables:
+            return None  # it writes, or reads tables that cannot be named
+        if self._reads_undeclared_view(state, described, connection):
+            return None
         params = _keys.param_values(
             [(bind.key, bind.effective_value) for bind in cache_key.bindparams], parameters
         )
-        digest = _keys.fingerprint(described.sql_text, described.structure, params)
+        digest = _keys.fingerprint(described.sql_text, described.structure, params, context)
         stash: dict[str, Any] = {}
 
         def load() -> Any:
+            # populate_existing: the rows read overwrite instances the session already
+            # holds (it has no changes of its own, see _must_read_database), so what is
+            # stored is what the database returned, not what the session read earlier;
+            # collections loaded before (selectin, joined) are read again, lazy ones reset.
             try:
-                frozen = state.invoke_statement().freeze()
+                frozen = state.invoke_statement(
+                    execution_options={"populate_existing": True}
+                ).freeze()
             except BaseException:
                 stash["failed"] = True
                 raise
             stash["frozen"] = frozen
             keys = list(frozen.metadata.keys)
-            return encode_result(keys, frozen._rewrite_rows(), _short(statement))
+            covered = frozenset(described.tables)
+            return encode_result(keys, frozen._rewrite_rows(), _short(statement), covered)
 
         try:
             payload = self._payload(state, described, digest, self._loader(load), ttl)
@@ -191,6 +228,47 @@ class QueryCacheCore(WriteRecorder):
         if "frozen" in stash:  # this call loaded it: its instances are already in session
             return stash["frozen"]()
         return self._rebuild(state, payload)
+
+    def _reads_undeclared_view(
+        self, state: ORMExecuteState, described: Described, connection: Any
+    ) -> bool:
+        """A view is written through its base tables, whose tokens a key names only if
+        the view's Table declares them (info={"seawall.reads": [...]}): a statement
+        reading a view that does not is not cached. Views are listed once per database."""
+        engine = getattr(connection, "engine", connection)
+        database = _context.database_of(engine)
+        views = self._views.get(database)
+        if views is None:
+            try:
+                views = _tables.view_names(engine)
+            except Exception as exc:  # a database that will not list them: say so once
+                log.warning(
+                    "QueryCache %r: could not list the views of %s (%r); a statement "
+                    "reading a view that does not declare its tables may be cached",
+                    self.namespace,
+                    database,
+                    exc,
+                )
+                views = frozenset()
+            self._views[database] = views
+        if not views:
+            return False
+        undeclared = [
+            name
+            for name in described.tables
+            if name in views and name not in _tables.DECLARED_VIEWS
+        ]
+        if undeclared and undeclared[0] not in self._warned_views:
+            self._warned_views.add(undeclared[0])
+            log.warning(
+                "QueryCache %r: %s reads the view %s, whose base tables are not declared: "
+                "it is not cached. Declare them on its Table: info={%r: [table, ...]}",
+                self.namespace,
+                _short(state.statement),
+                undeclared[0],
+                _tables.READS_INFO,
+            )
+        return bool(undeclared)
 
     def _payload(
         self,
@@ -272,7 +350,9 @@ class QueryCacheCore(WriteRecorder):
         row = _get_target(state)
         wanted = []
         for table in described.tables:
-            own = row is not None and table in row[1]
+            # A table's rows other than the one got (a tree loaded eagerly) are seen by
+            # its table token only.
+            own = row is not None and table in row[1] and table not in described.related
             wanted.append((self._table_cache(table), BULK_TOKEN if own else TABLE_TOKEN))
         wanted.append((self._everything, EVERYTHING_KEY))
         if row is None:
@@ -299,8 +379,15 @@ class QueryCacheCore(WriteRecorder):
     def _describe(self, statement: Any, structure: Any, state: ORMExecuteState) -> Described:
         found = self._memo.get(structure)
         if found is None:
-            tables = _tables.read_tables(statement, state.all_mappers)
-            found = Described(str(statement), _keys.normalize(structure), tuple(sorted(tables)))
+            related: set[str] = set()
+            tables = _tables.read_tables(statement, state.all_mappers, related)
+            found = Described(
+                str(statement),
+                _keys.normalize(structure),
+                tuple(sorted(tables)),
+                frozenset(related),
+                _tables.writes_in(statement),
+            )
             if len(self._memo) >= MEMO_SIZE:
                 self._memo.clear()
             self._memo[structure] = found
@@ -347,6 +434,20 @@ class QueryCacheCore(WriteRecorder):
         writes = session.info.pop(INFO_KEY, None)
         if not writes:
             return
+        transaction: Any = session.get_transaction()
+        joined = [] if transaction is None else _context.joined_connections(transaction)
+        if joined:  # the session joined a transaction it does not commit: wait for that
+            for connection in joined:
+                _context.invalidate_after_commit(connection, self._invalidate_logged, writes)
+            return
+        self._invalidate_logged(writes)
+
+    def _committed_now(self, session: Session) -> None:
+        writes = session.info.pop(INFO_KEY, None)
+        if writes:
+            self._invalidate_logged(writes)
+
+    def _invalidate_logged(self, writes: Writes) -> None:
         try:
             self._invalidate(writes)
         except Exception:  # the COMMIT is done: raising would tell the caller it failed
@@ -439,21 +540,14 @@ def _get_target(state: ORMExecuteState) -> tuple[str, frozenset[str], str] | Non
         values = [state.parameters[binds[column].key] for column in mapper.primary_key]
     except KeyError:
         return None
+    if not all(type(value) in ROW_KEY_TYPES for value in values):
+        # The database may find a row whose key it spells otherwise ('ANN' finds 'ann'
+        # under a case-insensitive collation, 1.0 finds 1): the write names that row
+        # by its own spelling, so the get is keyed by the table token, as a query.
+        return None
     own = frozenset(_tables.table_name(table) for table in mapper.tables)
     base = _tables.table_name(mapper.base_mapper.local_table)
     return base, own, _keys.row_key(values)
-
-
-def _per_statement_snapshot(engine: Any) -> bool:
-    dialect = engine.dialect
-    if dialect.name == "sqlite":  # pysqlite opens no transaction for SELECTs
-        return True
-    level = (
-        getattr(engine, "_execution_options", {}).get("isolation_level")
-        or getattr(dialect, "isolation_level", None)
-        or getattr(dialect, "default_isolation_level", None)
-    )
-    return isinstance(level, str) and level.upper() in PER_STATEMENT
 
 
 def _short(statement: Any) -> str:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from sqlalchemy.orm import Session, scoped_session, sessionmaker
 from sqlalchemy.util import await_only, greenlet_spawn
 
@@ -16,6 +15,21 @@ from seawall.cache._sync.cache import Cache
 from seawall.sqlalchemy._core import QueryCacheCore
 
 F = TypeVar("F")
+
+ASYNCIO_HINT = (
+    "AsyncQueryCache needs SQLAlchemy's asyncio support, which needs greenlet: "
+    "pip install 'seawall[sqlalchemy]' (it brings SQLAlchemy[asyncio]) or pip install greenlet"
+)
+
+
+def _sqlalchemy_asyncio() -> Any:
+    """sqlalchemy.ext.asyncio, imported only for AsyncQueryCache: it refuses to import
+    without greenlet, which the sync QueryCache does not need."""
+    try:
+        from sqlalchemy.ext import asyncio
+    except ImportError as exc:
+        raise ImportError(f"{ASYNCIO_HINT} ({exc})") from exc
+    return asyncio
 
 
 class QueryCache(QueryCacheCore):
@@ -74,6 +88,10 @@ class QueryCache(QueryCacheCore):
 class AsyncQueryCache(QueryCacheCore):
     """QueryCache for AsyncSession, on a redis.asyncio client (same semantics)."""
 
+    def __init__(self, client: Any, namespace: str, ttl: float = 300.0, **cache_options: Any):
+        _sqlalchemy_asyncio()  # fail here, naming what to install, not at attach()
+        super().__init__(client, namespace, ttl, **cache_options)
+
     def __repr__(self) -> str:
         return f"<seawall.sqlalchemy.AsyncQueryCache {self.namespace!r} ttl={self.ttl}s>"
 
@@ -99,14 +117,17 @@ class AsyncQueryCache(QueryCacheCore):
         """Serve cached() statements of sessions made by `factory` (an async_sessionmaker
         or an AsyncSession subclass). Their sync sessions get a private Session subclass
         that carries the events. Returns `factory`."""
-        if isinstance(factory, async_sessionmaker):
-            base = factory.kw.get("sync_session_class", Session)
+        asyncio = _sqlalchemy_asyncio()
+        source: Any = factory
+        if isinstance(source, asyncio.async_sessionmaker):
+            base = source.kw.get("sync_session_class", Session)
             target = type(base.__name__, (base,), {})
-            factory.kw["sync_session_class"] = target
-        elif isinstance(factory, type) and issubclass(factory, AsyncSession):
-            base = factory.sync_session_class
+            source.kw["sync_session_class"] = target
+        elif isinstance(source, type) and issubclass(source, asyncio.AsyncSession):
+            session_class: Any = source
+            base = session_class.sync_session_class
             target = type(base.__name__, (base,), {})
-            factory.sync_session_class = target
+            session_class.sync_session_class = target
         else:
             raise TypeError(
                 f"AsyncQueryCache {self.namespace!r}: attach() takes an async_sessionmaker or "

@@ -73,9 +73,70 @@ def param_values(
     return tuple(given.get(key, value) for key, value in bind_keys)
 
 
-def fingerprint(sql_text: str, structure_text: str, params: Iterable[Any]) -> str:
-    """A digest naming one statement run with one set of parameter values."""
+# Execution options that change how rows are fetched or what locks are taken, never which
+# rows or values come back (isolation is handled apart: it decides whether to cache).
+FETCH_OPTIONS = frozenset(
+    {
+        "autoflush",
+        "compiled_cache",
+        "isolation_level",
+        "logging_token",
+        "max_row_buffer",
+        "populate_existing",
+        "postgresql_readonly",
+        "postgresql_deferrable",
+        "preserve_rowcount",
+        "stream_results",
+        "yield_per",
+    }
+)
+
+
+def context_text(database: str, options: Mapping[str, Any]) -> str | None:
+    """A text of what decides a statement's rows besides the statement: the database
+    and every execution option but those of FETCH_OPTIONS and SQLAlchemy's private ones
+    ("_"...). None when an option's value is not plain data (nothing else is stable
+    across processes, nor tells two values apart)."""
+    parts = [database]
+    for name in sorted(options):
+        if name.startswith("_") or name in FETCH_OPTIONS:
+            continue
+        given = options[name]
+        if name == "schema_translate_map" and isinstance(given, Mapping):
+            # SQLAlchemy adds "_none" for the None key to a map once it has used it
+            given = {"_none" if key is None else key: item for key, item in given.items()}
+        value = _plain(given)
+        if value is None:
+            return None
+        parts.append(f"{name}={value}")
+    return "\0".join(parts)
+
+
+def _plain(value: Any) -> str | None:
+    if type(value) in _ATOMS:
+        return repr(value)
+    if isinstance(value, Mapping):
+        items = [(_plain(key), _plain(item)) for key, item in value.items()]
+        if any(key is None or item is None for key, item in items):
+            return None
+        return "{" + ",".join(f"{key}:{item}" for key, item in sorted(items)) + "}"
+    if isinstance(value, tuple | list | frozenset | set):
+        parts = [_plain(item) for item in value]
+        if None in parts:
+            return None
+        texts = [part or "" for part in parts]
+        return "[" + ",".join(sorted(texts) if isinstance(value, frozenset | set) else texts) + "]"
+    return None
+
+
+def fingerprint(
+    sql_text: str, structure_text: str, params: Iterable[Any], context: str = ""
+) -> str:
+    """A digest naming one statement run with one set of parameter values in one
+    context (see context_text)."""
     digest = hashlib.blake2b(digest_size=16)
+    digest.update(context.encode())
+    digest.update(b"\0")
     digest.update(sql_text.encode())
     digest.update(b"\0")
     digest.update(structure_text.encode())
@@ -119,3 +180,11 @@ def is_read_only_text(sql: str) -> bool:
     tables nobody can name, so the commit invalidates every cached result."""
     text = sql.strip().rstrip(";").lstrip("(").lower()
     return text.startswith("select") and ";" not in text and " into " not in f" {text} "
+
+
+def is_setting_text(sql: str) -> bool:
+    """A single SET, SET LOCAL, SHOW or RESET: it writes no table, though it may change
+    what the transaction's later statements read (a search_path, an isolation level)."""
+    text = sql.strip().rstrip(";").lower()
+    first = text.split(None, 1)[0] if text else ""
+    return first in ("set", "show", "reset") and ";" not in text

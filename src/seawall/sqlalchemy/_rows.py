@@ -19,6 +19,7 @@ import decimal
 import enum
 import sys
 import uuid
+import zoneinfo
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -28,6 +29,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 from sqlalchemy.orm.base import instance_state
 
 from seawall.errors import CacheSerializationError
+from seawall.sqlalchemy._tables import relationship_tables
 
 _PLAIN = (str, int, float, bool, type(None))
 _PLAIN_TYPES = frozenset(_PLAIN)  # exact types: a str or int subclass (an Enum) is tagged
@@ -52,6 +54,9 @@ _BY_TYPE = {kind: tag for tag, (kind, _, _) in _TAGGED.items()}
 def encode_value(value: Any, where: str) -> Any:
     if type(value) in _PLAIN_TYPES:
         return value
+    if type(value) is datetime.datetime and isinstance(value.tzinfo, zoneinfo.ZoneInfo):
+        # a named zone, not only its offset: arithmetic across DST needs it
+        return {"dz": [value.isoformat(), value.tzinfo.key]}
     tag = _BY_TYPE.get(type(value))
     if tag is not None:
         return {tag: _TAGGED[tag][1](value)}
@@ -61,7 +66,7 @@ def encode_value(value: Any, where: str) -> Any:
         kind = type(value)
         return {"e": [kind.__module__, kind.__qualname__, value.name]}
     if isinstance(value, dict | list):  # a JSON column: wrapped so no tag is mistaken
-        return {"j": value}
+        return {"j": _json_copy(value)}
     raise CacheSerializationError(
         f"{where}: a value of type {type(value).__qualname__} cannot be cached as plain data "
         "(supported: str, int, float, bool, None, datetime, date, time, timedelta, Decimal, "
@@ -70,12 +75,27 @@ def encode_value(value: Any, where: str) -> Any:
     )
 
 
+def _json_copy(value: Any) -> Any:
+    """A JSON value as plain dicts and lists, copied: the stored payload (which the L1
+    keeps as it is) never shares a dict with the loading session's instance, whose
+    in-place changes would otherwise reach it, and a MutableDict is stored as the dict it
+    holds (the `load` event wraps it again)."""
+    if isinstance(value, dict):
+        return {key: _json_copy(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_copy(item) for item in value]
+    return value
+
+
 def decode_value(value: Any) -> Any:
     if not isinstance(value, dict):
         return value
     ((tag, text),) = value.items()
     if tag == "j":  # a copy: the L1 keeps the decoded payload, and JSON values are mutable
         return copy.deepcopy(text)
+    if tag == "dz":
+        stamp, zone = text
+        return datetime.datetime.fromisoformat(stamp).astimezone(zoneinfo.ZoneInfo(zone))
     if tag == "e":
         return _enum_member(*text)
     return _TAGGED[tag][2](text)
@@ -93,9 +113,10 @@ def _enum_member(module: str, qualname: str, name: str) -> Any:
 
 
 class _Encoder:
-    def __init__(self) -> None:
+    def __init__(self, covered: frozenset[str]) -> None:
         self.objs: list[Any] = []
         self.index: dict[int, int] = {}
+        self.covered = covered
 
     def cell(self, value: Any, where: str) -> Any:
         mapper = _mapper_of(value)
@@ -120,8 +141,8 @@ class _Encoder:
                 if type(value) is dict:
                     record[3] = 0
         for rel in mapper.relationships:
-            if rel.key not in loaded:
-                continue
+            if rel.key not in loaded or not relationship_tables(rel) <= self.covered:
+                continue  # not loaded, or loaded from tables whose writes the key misses
             target = loaded[rel.key]
             if target is None:
                 record[2][rel.key] = None
@@ -144,9 +165,16 @@ def _class_name(mapper: Mapper[Any]) -> str:
     return f"{mapper.class_.__module__}.{mapper.class_.__qualname__}"
 
 
-def encode_result(keys: Sequence[str], rows: Sequence[Sequence[Any]], statement: str) -> Any:
-    """The plain-data payload of a result's rows (raises CacheSerializationError)."""
-    encoder = _Encoder()
+def encode_result(
+    keys: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    statement: str,
+    covered: frozenset[str],
+) -> Any:
+    """The plain-data payload of a result's rows (raises CacheSerializationError).
+    Relationships are stored only if every table they load from is in `covered` (the
+    tables whose tokens the key folds in); the others load on access, as usual."""
+    encoder = _Encoder(covered)
     out_rows = [
         [
             encoder.cell(cell, f"{statement}, result column {keys[i]!r}")

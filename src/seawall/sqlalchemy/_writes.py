@@ -34,6 +34,17 @@ class Writes:
     everything: bool = False
 
 
+def is_read_statement(statement: Any) -> bool:
+    """A SELECT, or a textual statement that is a single plain SELECT (also inside a
+    from_statement() or text().columns())."""
+    inner = getattr(statement, "element", None)  # FromStatement, TextualSelect
+    if inner is not None and inner is not statement:
+        return is_read_statement(inner)
+    if isinstance(statement, TextClause):
+        return _keys.is_read_only_text(statement.text)
+    return bool(getattr(statement, "is_select", False))
+
+
 class WriteRecorder:
     """Session event handlers that fill session.info[INFO_KEY]; QueryCacheCore acts on it."""
 
@@ -64,7 +75,13 @@ class WriteRecorder:
             writes = self._writes(state.session)
             writes.tables |= names
             writes.bulk |= names
-        elif not (isinstance(statement, TextClause) and _keys.is_read_only_text(statement.text)):
+        elif state.is_from_statement and is_read_statement(statement):
+            return  # select(User).from_statement(text("SELECT ...")): a read
+        elif isinstance(statement, TextClause) and _keys.is_read_only_text(statement.text):
+            return
+        elif isinstance(statement, TextClause) and _keys.is_setting_text(statement.text):
+            self._writes(state.session)  # no table written; the session reads the database
+        else:
             self._writes(state.session).everything = True
 
     def _on_begin(self, session: Session, transaction: Any, connection: Any) -> None:
@@ -93,22 +110,38 @@ class WriteRecorder:
         core = getattr(compiled, "statement", None)
         if context.isinsert or context.isupdate or context.isdelete:
             table = getattr(core, "table", None)
-            writes = self._writes(session)
             if not isinstance(table, TableClause):
-                writes.everything = True
-                return
-            name = _tables.table_name(table)
-            writes.tables.add(name)
-            if not session.info.get(IN_FLUSH):  # a flush's rows are named by after_flush
-                writes.bulk.add(name)
-            if not context.isinsert:  # ON DELETE/UPDATE actions write other tables' rows
-                followers = _tables.cascaded_tables(table)
-                writes.tables |= followers
-                writes.bulk |= followers
+                self._writes(session).everything = True
+            else:  # a flush's rows are named by after_flush
+                self._note_table(session, table, context.isinsert, session.info.get(IN_FLUSH))
         elif isinstance(core, _IdentifiedClause):  # SAVEPOINT, RELEASE, ROLLBACK TO
             return
-        elif not getattr(core, "is_select", False) and not _keys.is_read_only_text(statement):
+        elif _keys.is_setting_text(statement):
+            self._writes(session)  # no table written; the session reads the database
+            return
+        elif getattr(core, "is_select", False) or _keys.is_read_only_text(statement):
+            written = _tables.cte_writes(compiled)  # WITH u AS (UPDATE ... RETURNING) SELECT
+            if not written:
+                return
+            for table, inserts in written:
+                self._note_table(session, table, inserts, False)
+        else:
             self._writes(session).everything = True
+        if connection._is_autocommit_isolation():  # the database has committed it already
+            self._committed_now(session)
+
+    def _note_table(self, session: Session, table: Any, inserts: bool, rows_named: Any) -> None:
+        writes = self._writes(session)
+        name = _tables.table_name(table)
+        writes.tables.add(name)
+        writes.tables |= _tables.declared_reads(table)  # a write through a view
+        if not rows_named:
+            writes.bulk.add(name)
+            writes.bulk |= _tables.declared_reads(table)
+        if not inserts:  # ON DELETE/UPDATE actions write other tables' rows
+            followers = _tables.cascaded_tables(table)
+            writes.tables |= followers
+            writes.bulk |= followers
 
     def _on_before_flush(self, session: Session, *args: Any) -> None:
         # A unit-of-work flush (not the legacy bulk_* methods, which flush nothing).
@@ -122,19 +155,26 @@ class WriteRecorder:
         mappers = {state.mapper for state in flush_context.states}
         writes.tables |= _tables.written_tables(mappers)
         for state in flush_context.states:
-            # New rows get their identity key only after this event: read the primary key.
+            # New rows get their identity key only after this event, and a changed
+            # primary key its new one: both the old key and the instance's are written.
             identity: Any = state.key
             obj = state.obj()
-            if identity is not None:
-                values = identity[1]
-            elif obj is not None:
-                values = state.mapper.primary_key_from_instance(obj)
-            else:
-                continue
-            if any(value is None for value in values):
-                continue
+            keys = [] if identity is None else [identity[1]]
+            if obj is not None:
+                keys.append(state.mapper.primary_key_from_instance(obj))
             base = _tables.table_name(state.mapper.base_mapper.local_table)
-            writes.rows.setdefault(base, set()).add(_keys.row_key(values))
+            for values in keys:
+                if not any(value is None for value in values):
+                    writes.rows.setdefault(base, set()).add(_keys.row_key(values))
+        transaction: Any = session.get_transaction()
+        held = () if transaction is None else transaction._connections.values()
+        if any(entry[0]._is_autocommit_isolation() for entry in held):
+            self._committed_now(session)
+
+    def _committed_now(self, session: Session) -> None:
+        """The session's writes are committed already (an AUTOCOMMIT connection): act on
+        them now, not at a COMMIT that may never come (close() ends such a session)."""
+        raise NotImplementedError
 
     def _on_transaction_end(self, session: Session, transaction: Any) -> None:
         if transaction.parent is None:  # the root: committed (done above) or rolled back

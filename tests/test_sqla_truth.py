@@ -1,0 +1,157 @@
+"""seawall.sqlalchemy: a cached result is what the database returns for the statement,
+whatever the reading session held before (its identity map, loaded relationships), on
+SQLite and on a private PostgreSQL, sync and asyncio."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import create_engine, select
+from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
+from sqlalchemy.orm import selectinload, sessionmaker
+from sqlaworkers import Address, Base, User, seed
+
+from seawall.sqlalchemy import AsyncQueryCache, QueryCache, cached
+from seawall.sqlalchemy._rows import encode_result
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[str]:
+    if request.param == "postgresql":
+        yield request.getfixturevalue("pg_url")
+        return
+    url = f"sqlite:///{tmp_path / 'shop.db'}"
+    engine = create_engine(url)
+    Base.metadata.create_all(engine)
+    with sessionmaker(engine)() as session:
+        seed(session)
+    engine.dispose()
+    yield url
+
+
+def commit_elsewhere(factory: Any, name: str, email: str) -> None:
+    with factory() as writer:
+        user = writer.get(User, 1)
+        user.name = name
+        user.addresses[0].email = email
+        writer.commit()
+
+
+def test_a_miss_stores_the_rows_read_not_the_sessions_objects(db_url: str, standalone: Any) -> None:
+    engine = create_engine(db_url)
+    factory = sessionmaker(engine)
+    QueryCache(standalone.sync(), "truth").attach(factory)
+    users = select(User).where(User.id == 1).options(cached())
+    eager = select(User).where(User.id == 1).options(selectinload(User.addresses), cached())
+    with factory() as holder:
+        held = holder.execute(select(User).where(User.id == 1)).scalar_one()
+        assert [a.email for a in held.addresses] == ["ann@example.com"]  # lazily loaded
+        commit_elsewhere(factory, "anne", "anne@example.com")
+        holder.execute(users).scalar_one()  # a miss, while the session holds "ann"
+    with factory() as fresh:
+        user = fresh.execute(users).scalar_one()
+        assert user.name == "anne", "the session's old object was stored"
+        assert [a.email for a in user.addresses] == ["anne@example.com"]
+    with factory() as holder:
+        held = holder.execute(select(User).where(User.id == 1)).scalar_one()
+        assert [a.email for a in held.addresses] == ["anne@example.com"]  # lazily loaded
+        with factory() as other:  # a commit to addresses only: the key of `users` stays
+            other.get(Address, 10).email = "anna@example.com"
+            other.commit()
+        holder.execute(users).scalar_one()
+    with factory() as fresh:
+        user = fresh.execute(users).scalar_one()
+        assert [a.email for a in user.addresses] == ["anna@example.com"], (
+            "a relationship of a table the key does not cover was stored"
+        )
+    with factory() as holder:
+        held = holder.execute(eager).scalar_one()
+        commit_elsewhere(factory, "anna", "ann@new.example")
+        holder.execute(eager).scalar_one()  # its addresses were loaded before that commit
+    with factory() as fresh:
+        user = fresh.execute(eager).scalar_one()
+        assert (user.name, [a.email for a in user.addresses]) == ("anna", ["ann@new.example"])
+    engine.dispose()
+
+
+def test_asyncio_sessions_that_keep_objects_after_commit(pg_url: str, standalone: Any) -> None:
+    async def main() -> None:
+        engine = create_async_engine(pg_url.replace("+psycopg", "+psycopg_async"))
+        client = standalone.aio()
+        factory = async_sessionmaker(engine, expire_on_commit=False)
+        AsyncQueryCache(client, "truth").attach(factory)
+        query = select(User).where(User.id == 1).options(cached())
+        try:
+            async with factory() as holder:
+                held = (await holder.execute(select(User).where(User.id == 1))).scalar_one()
+                await holder.commit()  # its objects stay loaded (expire_on_commit=False)
+                async with factory() as writer:
+                    (await writer.get(User, 1)).name = "anne"
+                    await writer.commit()
+                assert (await holder.execute(query)).scalar_one() is held
+            async with factory() as fresh:
+                assert (await fresh.execute(query)).scalar_one().name == "anne"
+        finally:
+            await client.aclose()
+            await engine.dispose()
+
+    asyncio.run(main())
+
+
+def test_relationships_of_tables_the_key_does_not_cover_are_not_stored(tmp_path: Any) -> None:
+    engine = create_engine(f"sqlite:///{tmp_path / 'shop.db'}")
+    Base.metadata.create_all(engine)
+    with sessionmaker(engine)() as session:
+        seed(session)
+        user = session.get(User, 1)
+        assert len(user.addresses) == 1
+        narrow = encode_result(["User"], [[user]], "s", frozenset({"users"}))
+        wide = encode_result(["User"], [[user]], "s", frozenset({"users", "addresses"}))
+    assert narrow["objs"][0][2] == {} and len(narrow["objs"]) == 1
+    assert list(wide["objs"][0][2]) == ["addresses"]
+    engine.dispose()
+
+
+def test_isolation_chosen_for_one_session(pg_url: str, standalone: Any) -> None:
+    """REPEATABLE READ set on the session's connection: once the transaction has read, its
+    snapshot may predate tokens read now, so it reads the database and stores nothing."""
+    engine = create_engine(pg_url)  # READ COMMITTED by default
+    factory = sessionmaker(engine)
+    QueryCache(standalone.sync(), "isolation").attach(factory)
+    users = select(User).where(User.id == 1).options(cached())
+    with factory() as session:
+        session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+        session.execute(select(User.id)).all()  # the snapshot is taken
+        with factory() as writer:
+            writer.get(User, 1).name = "anne"
+            writer.commit()
+        assert session.execute(users).scalar_one().name == "ann"  # its snapshot
+    with factory() as fresh:
+        assert fresh.execute(users).scalar_one().name == "anne", "a snapshot was stored"
+    engine.dispose()
+
+
+def test_asyncio_isolation_chosen_for_one_session(pg_url: str, standalone: Any) -> None:
+    async def main() -> None:
+        engine = create_async_engine(pg_url.replace("+psycopg", "+psycopg_async"))
+        client = standalone.aio()
+        factory = AsyncQueryCache(client, "isolation").attach(async_sessionmaker(engine))
+        users = select(User).where(User.id == 1).options(cached())
+        try:
+            async with factory() as session:
+                await session.connection(execution_options={"isolation_level": "REPEATABLE READ"})
+                (await session.execute(select(User.id))).all()
+                async with factory() as writer:
+                    (await writer.get(User, 1)).name = "anne"
+                    await writer.commit()
+                assert (await session.execute(users)).scalar_one().name == "ann"
+            async with factory() as fresh:
+                assert (await fresh.execute(users)).scalar_one().name == "anne"
+        finally:
+            await client.aclose()
+            await engine.dispose()
+
+    asyncio.run(main())
