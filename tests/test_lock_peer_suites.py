@@ -2,7 +2,7 @@
 
 lockpeers.py fetches and starts them (CPython's `test.lock_tests` in three processes,
 redis-py's tests/test_lock.py and tests/test_asyncio/test_lock.py in one), all at once, on
-one private server. Every failure must be listed, with its reason, in docs/lock-compat.md;
+private servers. Every failure must be listed, with its reason, in docs/lock-compat.md;
 a listed test that passes fails this test too, so the lists never go stale.
 """
 
@@ -42,31 +42,35 @@ def _collect(process: subprocess.Popen[str], out: Path, what: str) -> dict[str, 
 
 @pytest.fixture(scope="module")
 def outcomes() -> Iterator[dict[str, dict[str, list[str]]]]:
-    """{"cpython": {test: [outcome, detail]}, "redis-py": {...}}: both suites, run at once
-    on a server of their own (redis-py's fixtures empty its database)."""
+    """{"cpython": {test: [outcome, detail]}, "redis-py": {...}}: both suites, run at once."""
     try:
         lockpeers.check_cpython_tests()
         root, deps = lockpeers.prepare_redispy()
     except lockpeers.SuiteSetupError as exc:
         pytest.fail(f"cannot set up the lock suites: {exc}", pytrace=False)
+    # A server per suite: redis-py's fixtures empty every database after each test.
+    servers: list[ServerProcess] = []
     try:
-        server = ServerProcess().start()
+        for _ in range(2):
+            servers.append(ServerProcess().start())
+        yield _run_all(root, deps, servers[0].url, servers[1].url)
     except ServerNotFoundError as exc:
         pytest.fail(f"seawall cannot start a test server: {exc}", pytrace=False)
-    try:
-        yield _run_all(root, deps, server.url)
     finally:
-        server.stop()
+        for server in servers:
+            server.stop()
 
 
-def _run_all(root: Path, deps: Path, url: str) -> dict[str, dict[str, list[str]]]:
+def _run_all(
+    root: Path, deps: Path, cpython_url: str, redispy_url: str
+) -> dict[str, dict[str, list[str]]]:
     lockpeers.CACHE.mkdir(parents=True, exist_ok=True)
     runs = []
     for number, classes in enumerate(lockpeers.CPYTHON_GROUPS):
         out = lockpeers.CACHE / f"cpython-{number}.json"
-        runs.append(("cpython", out, lockpeers.start_cpython(url, classes, out)))
+        runs.append(("cpython", out, lockpeers.start_cpython(cpython_url, classes, out)))
     out = lockpeers.CACHE / "redis-py.json"
-    runs.append(("redis-py", out, lockpeers.start_redispy(root, deps, url, out)))
+    runs.append(("redis-py", out, lockpeers.start_redispy(root, deps, redispy_url, out)))
     results: dict[str, dict[str, list[str]]] = {"cpython": {}, "redis-py": {}}
     for suite, out, process in runs:
         results[suite].update(_collect(process, out, f"{suite}'s lock tests"))
