@@ -29,7 +29,8 @@ CACHE = Path(sys.prefix) / "lock-peer-suites"
 DOC = ROOT / "docs" / "lock-compat.md"
 CPYTHON_SECTION = "## CPython's lock tests"
 REDISPY_SECTION = "## redis-py's lock tests"
-# CPython's classes, by process: each group runs alongside the others.
+# CPython's classes, by process: each group runs alongside the others (most of the time
+# goes to the listed tests that wait for threads that stay blocked: see lockpeers_cpython).
 CPYTHON_GROUPS = (("LockTests", "RLockTests"), ("SemaphoreTests",), ("BoundedSemaphoreTests",))
 # What redis-py's lock tests need besides redis-py and pytest (pytest-asyncio >= 1.0
 # for its default loop scope).
