@@ -100,3 +100,22 @@ def test_a_new_foreign_thread_with_a_dead_one_s_id_does_not_inherit_its_holds(
     _, released = in_foreign_thread(lock.release)
     assert released is None
     assert_free(outsider)
+
+
+def test_foreign_threads_that_took_a_lock_leave_no_thread_behind(seawall_redis: Any) -> None:
+    """threading.current_thread() in such a thread makes a dummy Thread that stays in
+    threading.enumerate() for ever; taking a lock must not make one (15 threads left 15)."""
+    lock = seawall.Lock(seawall_redis, f"foreign-leak-{next(_names)}", ttl=5)
+    before = len(threading.enumerate())
+
+    def take_and_give_back() -> bool:
+        assert lock.acquire(timeout=5)
+        lock.release()
+        return True
+
+    for _ in range(15):
+        _, outcome = in_foreign_thread(take_and_give_back)
+        assert outcome is True, outcome
+    dummies = [t for t in threading.enumerate() if isinstance(t, threading._DummyThread)]
+    assert not dummies, dummies
+    assert len(threading.enumerate()) <= before + 1  # a pool's idle worker at most

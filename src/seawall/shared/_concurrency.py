@@ -183,10 +183,17 @@ def async_owner() -> object:
     return task
 
 
+# threading's own table of the threads it knows, by id (CPython's; unchanged since 2.x).
+_THREADS: dict[int, threading.Thread] = threading._active  # type: ignore[attr-defined]
+
+
 def owner() -> object:
     """Who holds a lock in this world: the current thread."""
-    thread = threading.current_thread()
-    if isinstance(thread, threading._DummyThread):
+    # Looked up, not threading.current_thread(): for a thread threading did not start,
+    # that makes a dummy Thread that stays in threading.enumerate() for ever (one leaked
+    # per such thread that ever took a lock).
+    thread = _THREADS.get(threading.get_ident())
+    if thread is None or isinstance(thread, threading._DummyThread):
         return _foreign_thread()
     return thread
 
@@ -224,7 +231,8 @@ def _foreign_thread() -> ForeignThread:
     found: ForeignThread | None = getattr(_foreign, "owner", None)
     if found is None:
         mark = _foreign.mark = _ThreadMark()
-        found = _foreign.owner = ForeignThread(mark, threading.current_thread().name)
+        name = f"foreign-{threading.get_ident()}"
+        found = _foreign.owner = ForeignThread(mark, name)
     return found
 
 
