@@ -2,8 +2,9 @@
 same code in one run, and a function of 300 Redis calls in one loop.
 
 Input: the packages installed beside seawall that talk to Redis or are large Python code
-bases (redis-py, Django, SQLAlchemy, kazoo, httpx and seawall itself), read from this
-virtualenv's site-packages; every contender checks the same files, in turns (order
+bases (redis-py, Django, SQLAlchemy, kazoo, httpx and seawall itself), copied from this
+virtualenv into a temporary folder (so no default exclusion of site-packages applies, and
+both versions take the same command line); every contender checks the same files, in turns (order
 reversed every pass), as a separate process, so a time includes start-up. The earlier
 linter is seawall's source at BASELINE (before the index pass), exported from git into a
 temporary folder: `git archive BASELINE src` (a clean clone has the history).
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -51,12 +53,13 @@ COLUMNS = [
     Column("seconds", "seconds", ".2f"),
     Column("lines_per_s", "lines/s", ",.0f"),
     Column("x_before", f"x {BASELINE}", ".2f"),
+    Column("loop_s", "loop s", ".3f"),
 ]
 HEADLINE = "seconds"
 FIRST = "contender"
 GOALS = [
     Goal(f"this tree at least as fast as {BASELINE} on the same code", NOW, "x_before", "<=", 1.0),
-    Goal("a 300-call loop in well under a second (< 0.5 s)", LOOP, "seconds", "<=", 0.5),
+    Goal("a 300-call loop in well under a second (< 0.5 s)", LOOP, "loop_s", "<=", 0.5),
 ]
 
 
@@ -89,16 +92,37 @@ def _export_baseline(into: Path) -> Path:
     return into / "src"
 
 
+def _copy(paths: list[str], into: Path) -> list[str]:
+    copies = []
+    for path in paths:
+        target = into / "input" / Path(path).name
+        shutil.copytree(path, target, ignore=shutil.ignore_patterns("__pycache__"))
+        copies.append(str(target))
+    return copies
+
+
 def _run(src: Path, paths: list[str]) -> float:
     env = dict(os.environ, PYTHONPATH=str(src))
     started = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-m", "seawall", "lint", "--isolated", "--exclude", "tests", *paths],
-        capture_output=True, text=True, env=env, check=False,
+        [sys.executable, "-m", "seawall", "lint", *paths],
+        capture_output=True, text=True, env=env, check=False, cwd=Path(paths[0]).parent,
     )  # fmt: skip
     took = time.perf_counter() - started
     if done.returncode not in (0, 1):
         raise SystemExit(f"seawall lint from {src} failed:\n{done.stderr[-2000:]}")
+    return took
+
+
+def _lint_in_process(path: Path) -> float:
+    """Seconds this tree's linter takes on one file, in this process (no start-up)."""
+    from seawall.lint import lint_source
+
+    source = path.read_text()
+    started = time.perf_counter()
+    findings = lint_source(source, str(path))
+    took = time.perf_counter() - started
+    assert findings, "the loop's commands were not seen"
     return took
 
 
@@ -127,6 +151,7 @@ def main() -> None:
     times: dict[str, list[float]] = {NOW: [], BEFORE: []}
     with tempfile.TemporaryDirectory() as tmp:
         before = _export_baseline(Path(tmp))
+        paths = _copy(paths, Path(tmp))
         for index in range(args.passes):
             order = [(NOW, SRC), (BEFORE, before)]
             for name, src in order if index % 2 == 0 else order[::-1]:
@@ -134,11 +159,7 @@ def main() -> None:
             done = ", ".join(f"{n} {t[-1]:.2f} s" for n, t in times.items())
             print(f"  pass {index + 1}: {done}")
         loop = _loop_file(Path(tmp))
-        # The file alone: start-up is measured by a run on an empty file and taken off.
-        empty = Path(tmp) / "empty.py"
-        empty.write_text("")
-        start_up = median([_run(SRC, [str(empty)]) for _ in range(args.passes)])
-        loop_times = [_run(SRC, [str(loop)]) - start_up for _ in range(args.passes)]
+        loop_times = [_lint_in_process(loop) for _ in range(args.passes)]
     now = median(times[NOW])
     table: Table = {
         NOW: {
@@ -147,7 +168,7 @@ def main() -> None:
             "x_before": median([a / b for a, b in zip(times[NOW], times[BEFORE], strict=True)]),
         },
         BEFORE: {"seconds": median(times[BEFORE]), "lines_per_s": lines / median(times[BEFORE])},
-        LOOP: {"seconds": max(0.0, median(loop_times))},
+        LOOP: {"loop_s": median(loop_times)},
     }
     print()
     print(format_table(COLUMNS, table, first=FIRST))
