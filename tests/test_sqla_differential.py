@@ -8,7 +8,7 @@ self-referential tree loaded two levels deep. After
 every cached read in a fresh session the same statement runs uncached, and the two must
 agree.
 
-A few fixed seeds run here; `SEAWALL_DIFF_OPS=10000 pytest tests/test_sqla_differential.py`
+A few fixed seeds run here; `python3 scripts/dev.py soak sqla` (SEAWALL_DIFF_OPS=10000)
 runs a longer workload. A difference found becomes a fixed seed."""
 
 from __future__ import annotations
