@@ -173,6 +173,14 @@ class AsyncZooKeeperLock(AsyncHolder):
                 return False
             await async_sleep(pause)
             pause = min(pause * 2, 1.0)
+            # A session closed under us (close_all) is not reopened by kazoo, and every
+            # request in it fails as expired: queue again in the process's next session.
+            try:
+                client = await self._session(deadline)
+            except TimeoutError:
+                if deadline is None:
+                    raise
+                return False
         if not acquired:
             await self._give_back(client, path)
             return False

@@ -174,6 +174,14 @@ class ZooKeeperLock(Holder):
                 return False
             sleep(pause)
             pause = min(pause * 2, 1.0)
+            # A session closed under us (close_all) is not reopened by kazoo, and every
+            # request in it fails as expired: queue again in the process's next session.
+            try:
+                client = self._session(deadline)
+            except TimeoutError:
+                if deadline is None:
+                    raise
+                return False
         if not acquired:
             self._give_back(client, path)
             return False
