@@ -171,3 +171,28 @@ def outcome_recorder(out_env: str = "SEAWALL_PEER_SUITE_OUT") -> tuple[object, o
         Path(os.environ[out_env]).write_text(json.dumps(outcomes, indent=1))
 
     return logreport, finish
+
+
+def install_into(folder: Path, requirements: list[str]) -> Path:
+    """`requirements` installed once into `folder` (pip --target) for a peer's tests that
+    need what seawall's virtualenv has not; a plugin appends it to sys.path, after the
+    virtualenv's own packages."""
+    stamp = folder / ".installed"
+    if stamp.exists() and stamp.read_text() == " ".join(requirements):
+        return folder
+    shutil.rmtree(folder, ignore_errors=True)
+    _check_output(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--target",
+            str(folder),
+            *requirements,
+        ],
+        f"installing {' '.join(requirements)} into {folder}",
+    )
+    stamp.write_text(" ".join(requirements))
+    return folder
