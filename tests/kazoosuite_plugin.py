@@ -46,7 +46,11 @@ from seawall.zookeeper import _core  # noqa: E402
 from seawall.zookeeper._session import close_all, session_for  # noqa: E402
 
 HOSTS = os.environ["SEAWALL_KAZOO_SUITE_HOSTS"]
-SESSION_TIMEOUT = 10.0  # seawall.zookeeper.Lock's default: the session its locks share
+# The session seawall's locks share here. kazoo's expire_session() only makes the client
+# give up its session and open a new one; the server keeps the old session (and a
+# waiter's node that was queued in it, if deleting it raced the reconnection) until this
+# timeout, which bounds how long test_lock_reconnect can wait.
+SESSION_TIMEOUT = 5.0
 
 pytest_runtest_logreport, pytest_sessionfinish = outcome_recorder()
 
