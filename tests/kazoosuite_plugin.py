@@ -11,7 +11,9 @@ kazoo/tests/test_lock.py from kazoo's sdist. kazoo's tests are not changed; the 
   `expire_session()` expires the session seawall's locks live in;
 - makes `client.Lock(path, identifier)` an adapter (SeawallLock) holding a
   seawall.zookeeper.Lock named `path`; all clients of a test share seawall's one session,
-  contenders being told apart by thread, as seawall does in a process;
+  contenders being told apart by thread, as seawall does in a process; kazoo's
+  `contenders()` reads identifiers that kazoo writes as node data, and seawall's nodes
+  carry none, so the identifier goes into the random token of seawall's node name;
 - when a test fails, sets the events it made (make_event), so that its helper threads,
   which wait on them without a timeout, end and the harness's tearDown can join them.
 """
