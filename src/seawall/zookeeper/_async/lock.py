@@ -173,6 +173,14 @@ class AsyncZooKeeperLock(AsyncHolder):
                 return False
             await async_sleep(pause)
             pause = min(pause * 2, 1.0)
+            # A session closed under us (close_all) is not reopened by kazoo, and every
+            # request in it fails as expired: queue again in the process's next session.
+            try:
+                client = await self._session(deadline)
+            except TimeoutError:
+                if deadline is None:
+                    raise
+                return False
         if not acquired:
             await self._give_back(client, path)
             return False
@@ -249,7 +257,13 @@ class AsyncZooKeeperLock(AsyncHolder):
                 continue  # looked at again (and retried) above
             if stat is None:
                 continue  # gone before the watch was set: look again at once
-            await signal.wait(min(_core.WAIT_SLICE, remaining or _core.WAIT_SLICE))
+            # A session that expires or is closed takes its watches along without firing
+            # them: a change of the session's state wakes the waiter too, to look again.
+            client.add_listener(signal.set)
+            try:
+                await signal.wait(min(_core.WAIT_SLICE, remaining or _core.WAIT_SLICE))
+            finally:
+                client.remove_listener(signal.set)
 
     def _place_taken(self) -> LockQueueLostError:
         """Our queued node is gone while the session that made it lives: someone else

@@ -174,6 +174,14 @@ class ZooKeeperLock(Holder):
                 return False
             sleep(pause)
             pause = min(pause * 2, 1.0)
+            # A session closed under us (close_all) is not reopened by kazoo, and every
+            # request in it fails as expired: queue again in the process's next session.
+            try:
+                client = self._session(deadline)
+            except TimeoutError:
+                if deadline is None:
+                    raise
+                return False
         if not acquired:
             self._give_back(client, path)
             return False
@@ -248,7 +256,13 @@ class ZooKeeperLock(Holder):
                 continue  # looked at again (and retried) above
             if stat is None:
                 continue  # gone before the watch was set: look again at once
-            signal.wait(min(_core.WAIT_SLICE, remaining or _core.WAIT_SLICE))
+            # A session that expires or is closed takes its watches along without firing
+            # them: a change of the session's state wakes the waiter too, to look again.
+            client.add_listener(signal.set)
+            try:
+                signal.wait(min(_core.WAIT_SLICE, remaining or _core.WAIT_SLICE))
+            finally:
+                client.remove_listener(signal.set)
 
     def _place_taken(self) -> LockQueueLostError:
         """Our queued node is gone while the session that made it lives: someone else
