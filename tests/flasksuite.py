@@ -12,12 +12,12 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tarfile
 from importlib.metadata import version
 from pathlib import Path
+
+import peersuites
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = Path(sys.prefix) / "flask-suite"
@@ -38,45 +38,10 @@ def _check_output(args: list[str], what: str) -> str:
 
 def prepare() -> Path:
     """tests/ of the installed Flask's sdist, fetched and extracted once; returns it."""
-    release = version("flask")
-    root = CACHE / f"flask-{release}"
-    if (root / ".extracted").exists():
-        return root / "tests"
-    folder = CACHE / "sdists"
-    folder.mkdir(parents=True, exist_ok=True)
-    sdist = folder / f"flask-{release}.tar.gz"
-    if not sdist.exists():
-        _check_output(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "--quiet",
-                "--no-deps",
-                "--no-binary",
-                ":all:",
-                f"flask=={release}",
-                "--dest",
-                str(folder),
-            ],
-            f"downloading Flask {release}'s sdist",
-        )
-    if not sdist.exists():
-        raise SuiteSetupError(f"pip download left no {sdist.name} in {folder}")
-    shutil.rmtree(root, ignore_errors=True)
-    top = f"flask-{release}/tests/"
-    with tarfile.open(sdist) as archive:
-        members = []
-        for member in archive.getmembers():
-            if member.name.startswith(top) and (member.isfile() or member.isdir()):
-                member.name = "tests/" + member.name[len(top) :]
-                members.append(member)
-        archive.extractall(root, members=members, filter="data")
-    # Flask's own pytest settings (warnings as errors, ...) and seawall's stay out.
-    (root / "pytest.ini").write_text("[pytest]\n")
-    (root / ".extracted").write_text(release)
-    return root / "tests"
+    try:
+        return peersuites.prepare("flask", version("flask"), ("tests/",), into=CACHE) / "tests"
+    except peersuites.SuiteSetupError as exc:
+        raise SuiteSetupError(str(exc)) from None
 
 
 def run(tests: Path, redis_url: str, out: Path) -> dict[str, str]:

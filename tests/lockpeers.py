@@ -20,9 +20,10 @@ import re
 import shutil
 import subprocess
 import sys
-import tarfile
 from importlib.metadata import version
 from pathlib import Path
+
+import peersuites
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = Path(sys.prefix) / "lock-peer-suites"
@@ -97,7 +98,6 @@ def prepare_redispy() -> tuple[Path, Path]:
     """(root of the installed redis-py's extracted sdist, folder of what its tests need),
     fetched and extracted once."""
     release = version("redis")
-    root = CACHE / f"redis-{release}"
     deps = CACHE / "deps"
     stamp = deps / ".installed"
     if not stamp.exists() or stamp.read_text() != " ".join(REDISPY_NEEDS):
@@ -117,45 +117,15 @@ def prepare_redispy() -> tuple[Path, Path]:
             f"installing {' '.join(REDISPY_NEEDS)} into {deps}",
         )
         stamp.write_text(" ".join(REDISPY_NEEDS))
-    if (root / ".extracted").exists():
-        return root, deps
-    folder = CACHE / "sdists"
-    folder.mkdir(parents=True, exist_ok=True)
-    sdist = folder / f"redis-{release}.tar.gz"
-    if not sdist.exists():
-        _check_output(
-            [
-                sys.executable,
-                "-m",
-                "pip",
-                "download",
-                "--quiet",
-                "--no-deps",
-                "--no-binary",
-                ":all:",
-                f"redis=={release}",
-                "--dest",
-                str(folder),
-            ],
-            f"downloading redis-py {release}'s sdist",
-        )
-    if not sdist.exists():
-        raise SuiteSetupError(f"pip download left no {sdist.name} in {folder}")
-    shutil.rmtree(root, ignore_errors=True)
-    top = f"redis-{release}/"
-    with tarfile.open(sdist) as archive:
-        members = []
-        for member in archive.getmembers():
-            if member.name.startswith(top + "tests/") and (member.isfile() or member.isdir()):
-                member.name = member.name[len(top) :]
-                members.append(member)
-        archive.extractall(root, members=members, filter="data")
+    # redis-py's own settings stay out but for what its tests assume: asyncio's auto mode.
+    ini = "[pytest]\nasyncio_mode = auto\n"
+    try:
+        root = peersuites.prepare("redis", release, ("tests/",), into=CACHE, pytest_ini=ini)
+    except peersuites.SuiteSetupError as exc:
+        raise SuiteSetupError(str(exc)) from None
     missing = [name for name in REDISPY_TESTS if not (root / name).exists()]
     if missing:
         raise SuiteSetupError(f"redis-py {release}'s sdist has no {', '.join(missing)}")
-    # redis-py's own settings stay out but for what its tests assume: asyncio's auto mode.
-    (root / "pytest.ini").write_text("[pytest]\nasyncio_mode = auto\n")
-    (root / ".extracted").write_text(release)
     return root, deps
 
 

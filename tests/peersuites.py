@@ -33,13 +33,22 @@ def _check_output(args: list[str], what: str) -> str:
     return done.stdout
 
 
-def prepare(dist: str, release: str, wanted: tuple[str, ...]) -> Path:
+def prepare(
+    dist: str,
+    release: str,
+    wanted: tuple[str, ...],
+    *,
+    into: Path = CACHE,
+    pytest_ini: str = "[pytest]\n",
+) -> Path:
     """The folders and files `wanted` (paths inside the sdist, below its top folder) of
-    `dist`'s sdist of `release`, fetched and extracted once; returns their root."""
-    root = CACHE / f"{dist}-{release}"
+    `dist`'s sdist of `release`, fetched and extracted once under `into`; returns their
+    root, where `pytest_ini` replaces the peer's own pytest settings. Every peer suite
+    (Flask's, redis-py's, kazoo's, python-etcd3's) is fetched so."""
+    root = into / f"{dist}-{release}"
     if (root / ".extracted").exists():
         return root
-    folder = CACHE / "sdists"
+    folder = into / "sdists"
     folder.mkdir(parents=True, exist_ok=True)
 
     def fetched() -> list[Path]:
@@ -78,7 +87,7 @@ def prepare(dist: str, release: str, wanted: tuple[str, ...]) -> Path:
             raise SuiteSetupError(f"{found[0].name} holds none of {wanted}")
         archive.extractall(root, members=members, filter="data")
     # The peer's own pytest settings (warnings as errors, ...) and seawall's stay out.
-    (root / "pytest.ini").write_text("[pytest]\n")
+    (root / "pytest.ini").write_text(pytest_ini)
     (root / ".extracted").write_text(release)
     return root
 
