@@ -127,9 +127,12 @@ SOURCES = {"postgresql": postgresql, "mariadb": mariadb}
 def _reader(redis_url: str, pipe: Any, count: int) -> None:
     """Another process: every row in L1; reports each row's commit-to-gone delay."""
     client = redis.Redis.from_url(redis_url)
-    cache = seawall.Cache(client, "items", l1_ttl=600.0)
+    # An L1 as big as the rows read: a smaller one (the default 10,000) evicts rows before
+    # their change arrives, and those read as gone at once (lag ~0 ms).
+    cache = seawall.Cache(client, "items", l1_ttl=600.0, l1_size=count + 1)
     for i in range(1, count + 1):
         cache.get_or_load(i, lambda: "old")
+    assert all(cache.l1.get(str(i)) is not MISSING for i in range(1, count + 1)), "L1 too small"
     pipe.send("ready")
     pending: dict[str, float] = {}
     lags: list[float] = []
