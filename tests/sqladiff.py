@@ -14,10 +14,20 @@ import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import Any, ClassVar
 
 import redis
-from sqlalchemy import ForeignKey, create_engine, delete, event, insert, select, text, update
+from sqlalchemy import (
+    ForeignKey,
+    create_engine,
+    delete,
+    event,
+    func,
+    insert,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import (
     DeclarativeBase,
@@ -26,9 +36,11 @@ from sqlalchemy.orm import (
     joinedload,
     mapped_column,
     relationship,
+    selectin_polymorphic,
     selectinload,
     sessionmaker,
     with_loader_criteria,
+    with_polymorphic,
 )
 from sqlaworkers import Address, User
 
@@ -53,6 +65,122 @@ class Node(DiffBase):
     children: Mapped[list[Node]] = relationship(
         lazy="selectin", join_depth=2, order_by="Node.id", passive_deletes=True
     )
+
+
+class Employee(DiffBase):
+    """Joined-table inheritance: Engineer and Manager add a table each."""
+
+    __tablename__ = "employees"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str]
+    kind: Mapped[str]
+    vehicles: Mapped[list[Vehicle]] = relationship(order_by="Vehicle.id", passive_deletes=True)
+    __mapper_args__: ClassVar[dict[str, Any]] = {
+        "polymorphic_on": "kind",
+        "polymorphic_identity": "employee",
+    }
+
+
+class Manager(Employee):
+    __tablename__ = "managers"
+    id: Mapped[int] = mapped_column(
+        ForeignKey("employees.id", ondelete="CASCADE"), primary_key=True
+    )
+    budget: Mapped[int]
+    reports: Mapped[list[Engineer]] = relationship(
+        back_populates="manager",
+        foreign_keys="Engineer.manager_id",
+        order_by="Engineer.id",
+        passive_deletes=True,
+    )
+    __mapper_args__: ClassVar[dict[str, Any]] = {"polymorphic_identity": "manager"}
+
+
+class Engineer(Employee):
+    __tablename__ = "engineers"
+    id: Mapped[int] = mapped_column(
+        ForeignKey("employees.id", ondelete="CASCADE"), primary_key=True
+    )
+    language: Mapped[str]
+    manager_id: Mapped[int | None] = mapped_column(ForeignKey("managers.id", ondelete="SET NULL"))
+    manager: Mapped[Manager | None] = relationship(
+        back_populates="reports", foreign_keys=[manager_id]
+    )
+    __mapper_args__: ClassVar[dict[str, Any]] = {
+        "polymorphic_identity": "engineer",
+        "polymorphic_load": "inline",
+    }
+
+
+class Vehicle(DiffBase):
+    """Single-table inheritance: Car and Truck share the table."""
+
+    __tablename__ = "vehicles"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    kind: Mapped[str]
+    wheels: Mapped[int]
+    owner_id: Mapped[int | None] = mapped_column(ForeignKey("employees.id", ondelete="CASCADE"))
+    __mapper_args__: ClassVar[dict[str, Any]] = {
+        "polymorphic_on": "kind",
+        "polymorphic_identity": "vehicle",
+    }
+
+
+class Car(Vehicle):
+    doors: Mapped[int | None] = mapped_column(use_existing_column=True)
+    __mapper_args__: ClassVar[dict[str, Any]] = {"polymorphic_identity": "car"}
+
+
+class Truck(Vehicle):
+    payload: Mapped[int | None] = mapped_column(use_existing_column=True)
+    __mapper_args__: ClassVar[dict[str, Any]] = {"polymorphic_identity": "truck"}
+
+
+def add_rows(url: str) -> None:
+    """The rows of DiffBase's tables, and more users and addresses than seed() makes."""
+    engine = make_engine(url)
+    DiffBase.metadata.create_all(engine)
+    with sessionmaker(engine)() as session:
+        session.add(
+            Node(id=1, label="root", children=[Node(id=2, label="a"), Node(id=3, label="b")])
+        )
+        session.add(Node(id=5, label="other", children=[Node(id=6, label="c")]))
+        session.flush()
+        session.add(Node(id=4, parent_id=3, label="d"))
+        session.add_all(
+            [
+                Manager(id=1, name="mia", budget=100),
+                Manager(id=5, name="max", budget=50),
+                Employee(id=4, name="eve"),
+            ]
+        )
+        session.flush()
+        session.add_all(
+            [
+                Engineer(id=2, name="eng", language="py", manager_id=1),
+                Engineer(id=3, name="ed", language="rust", manager_id=1),
+                Engineer(id=6, name="ela", language="py", manager_id=5),
+            ]
+        )
+        session.flush()
+        session.add_all(
+            [
+                Car(id=1, wheels=4, doors=5, owner_id=2),
+                Car(id=2, wheels=4, doors=3, owner_id=1),
+                Truck(id=3, wheels=6, payload=10, owner_id=2),
+                Truck(id=4, wheels=18, payload=40, owner_id=None),
+                Vehicle(id=5, wheels=2, owner_id=4),
+            ]
+        )
+        session.commit()
+    with sessionmaker(engine)() as session:
+        for user_id in (3, 4, 5):
+            session.add(User(id=user_id, name=f"user{user_id}"))
+        session.flush()
+        for address_id in (11, 12, 13, 14):
+            session.add(Address(id=address_id, user_id=address_id - 9, email=f"a{address_id}"))
+        session.commit()
+    engine.dispose()
 
 
 # -- reads -------------------------------------------------------------------------------
@@ -110,6 +238,97 @@ def roots(session: Any, *options: Any) -> Any:
     return [tree_of(node) for node in session.execute(query).scalars()]
 
 
+def employee_of(found: Any) -> Any:
+    if found is None:
+        return None
+    return (
+        found.id,
+        type(found).__name__,
+        found.name,
+        getattr(found, "language", None),
+        getattr(found, "budget", None),
+        getattr(found, "manager_id", None),
+    )
+
+
+def vehicle_of(found: Any) -> Any:
+    if found is None:
+        return None
+    return (
+        found.id,
+        type(found).__name__,
+        found.wheels,
+        getattr(found, "doors", None),
+        getattr(found, "payload", None),
+        found.owner_id,
+    )
+
+
+def employees(session: Any, how: str, *options: Any) -> Any:
+    """Every employee, polymorphically: the subclasses' tables by a LEFT OUTER JOIN
+    (with_polymorphic), by a SELECT per subclass (selectin_polymorphic), or by a load
+    per instance on first access (the plain query)."""
+    if how == "with_polymorphic":
+        entity: Any = with_polymorphic(Employee, "*")
+        query = select(entity).order_by(entity.id)
+    elif how == "selectin_polymorphic":
+        query = select(Employee).options(selectin_polymorphic(Employee, [Engineer, Manager]))
+        query = query.order_by(Employee.id)
+    else:
+        query = select(Employee).order_by(Employee.id)
+    return [employee_of(e) for e in session.execute(query.options(*options)).scalars()]
+
+
+def engineers_of(session: Any, language: str, *options: Any) -> Any:
+    query = select(Engineer).where(Engineer.language == language).order_by(Engineer.id)
+    return [employee_of(e) for e in session.execute(query.options(*options)).scalars()]
+
+
+def managers_with_reports(session: Any, *options: Any) -> Any:
+    query = select(Manager).options(selectinload(Manager.reports), *options).order_by(Manager.id)
+    return [
+        (*employee_of(m), [employee_of(r) for r in m.reports])
+        for m in session.execute(query).scalars()
+    ]
+
+
+def engineers_with_manager(session: Any, *options: Any) -> Any:
+    query = select(Engineer).options(joinedload(Engineer.manager), *options).order_by(Engineer.id)
+    return [(*employee_of(e), employee_of(e.manager)) for e in session.execute(query).scalars()]
+
+
+def got_employee(session: Any, cls: Any, key: int, *options: Any) -> Any:
+    return employee_of(session.get(cls, key, options=list(options)))
+
+
+def employees_with_vehicles(session: Any, *options: Any) -> Any:
+    query = select(Employee).options(selectinload(Employee.vehicles), *options)
+    return [
+        (e.id, e.name, [vehicle_of(v) for v in e.vehicles])
+        for e in session.execute(query.order_by(Employee.id)).scalars()
+    ]
+
+
+def vehicles(session: Any, cls: Any, *options: Any) -> Any:
+    query = select(cls).order_by(cls.id).options(*options)
+    return [vehicle_of(v) for v in session.execute(query).scalars()]
+
+
+def cars_with_doors(session: Any, doors: int, *options: Any) -> Any:
+    query = select(Car.id, Car.doors).where(Car.doors >= doors).order_by(Car.id)
+    return [tuple(row) for row in session.execute(query.options(*options))]
+
+
+def vehicle_counts(session: Any, *options: Any) -> Any:
+    table = Vehicle.__table__
+    query = select(table.c.kind, func.count()).group_by(table.c.kind).order_by(table.c.kind)
+    return [tuple(row) for row in session.execute(query.options(*options))]
+
+
+def got_vehicle(session: Any, cls: Any, key: int, *options: Any) -> Any:
+    return vehicle_of(session.get(cls, key, options=list(options)))
+
+
 Read = Callable[..., Any]
 
 
@@ -148,6 +367,48 @@ READS: list[ReadKind] = [
 ]
 
 
+READS += [
+    ReadKind(
+        "employees",
+        lambda rng: (lambda how: lambda s, *o: employees(s, how, *o))(
+            rng.choice(("with_polymorphic", "selectin_polymorphic", "plain"))
+        ),
+    ),
+    ReadKind(
+        "engineers_of",
+        lambda rng: (lambda lang: lambda s, *o: engineers_of(s, lang, *o))(
+            rng.choice(("py", "rust", "go"))
+        ),
+    ),
+    ReadKind("managers_with_reports", lambda rng: managers_with_reports),
+    ReadKind("engineers_with_manager", lambda rng: engineers_with_manager),
+    ReadKind(
+        "got_employee",
+        lambda rng: (lambda cls, k: lambda s, *o: got_employee(s, cls, k, *o))(
+            rng.choice((Employee, Engineer, Manager)), rng.randint(1, 8)
+        ),
+    ),
+    ReadKind("employees_with_vehicles", lambda rng: employees_with_vehicles),
+    ReadKind(
+        "vehicles",
+        lambda rng: (lambda cls: lambda s, *o: vehicles(s, cls, *o))(
+            rng.choice((Vehicle, Car, Truck))
+        ),
+    ),
+    ReadKind(
+        "cars_with_doors",
+        lambda rng: (lambda d: lambda s, *o: cars_with_doors(s, d, *o))(rng.randint(2, 5)),
+    ),
+    ReadKind("vehicle_counts", lambda rng: vehicle_counts),
+    ReadKind(
+        "got_vehicle",
+        lambda rng: (lambda cls, k: lambda s, *o: got_vehicle(s, cls, k, *o))(
+            rng.choice((Vehicle, Car, Truck)), rng.randint(1, 7)
+        ),
+    ),
+]
+
+
 def pick_read(rng: random.Random, *, schema: bool = True) -> tuple[str, Read, bool]:
     kinds = READS if schema else [kind for kind in READS if not kind.schema]
     kind = rng.choice(kinds)
@@ -159,6 +420,11 @@ def pick_read(rng: random.Random, *, schema: bool = True) -> tuple[str, Read, bo
 
 def write(session: Any, rng: random.Random, ids: Iterator[int]) -> None:
     """One write of a random kind, through the ORM, Core, bulk or SQL text."""
+    rng.choice(WRITES)(session, rng, ids)
+
+
+def write_users(session: Any, rng: random.Random, ids: Iterator[int]) -> None:
+    """Users, addresses and the tree."""
     kind = rng.randrange(11)
     user_id = rng.randint(1, 6)
     if kind == 0:
@@ -196,6 +462,88 @@ def write(session: Any, rng: random.Random, ids: Iterator[int]) -> None:
             session.add(Node(id=next(ids), parent_id=parent.id, label="new"))
     else:
         session.execute(delete(Node).where(Node.id == rng.randint(2, 6)))  # its subtree too
+
+
+def write_inherited(session: Any, rng: random.Random, ids: Iterator[int]) -> None:
+    """Employees (joined-table inheritance) and vehicles (single-table)."""
+    kind = rng.randrange(15)
+    key = rng.randint(1, 8)
+    if kind == 0:
+        found: Any = session.get(Employee, key)
+        if found is not None:
+            found.name = f"e{rng.randrange(100)}"
+    elif kind == 1:
+        found = session.get(Engineer, key)
+        if found is not None:
+            found.language = rng.choice(("py", "rust", "go"))
+            found.manager_id = rng.choice((None, 1, 5, key))
+    elif kind == 2:
+        found = session.get(Manager, key)
+        if found is not None:
+            found.budget = rng.randrange(200)
+    elif kind == 3:
+        manager = rng.choice((None, 1, 5))
+        session.add(Engineer(id=next(ids), name="new", language="go", manager_id=manager))
+    elif kind == 4:
+        session.add(Manager(id=next(ids), name="boss", budget=rng.randrange(200)))
+    elif kind == 5:
+        found = session.get(Employee, key)
+        if found is not None:
+            session.delete(found)  # its reports' manager_id and vehicles: by the database
+    elif kind == 6:  # ORM-enabled UPDATE by criteria, of a subclass's own table
+        old, new = rng.sample(("py", "rust", "go"), 2)
+        session.execute(update(Engineer).where(Engineer.language == old).values(language=new))
+    elif kind == 7:  # ORM bulk UPDATE by primary key: both tables of a joined subclass
+        keys = session.scalars(select(Engineer.id).order_by(Engineer.id)).all()
+        rows = [
+            {"id": k, "name": f"b{rng.randrange(9)}", "language": rng.choice(("py", "go"))}
+            for k in keys
+            if rng.random() < 0.5
+        ]
+        if rows:
+            session.execute(update(Engineer), rows)
+    elif kind == 8:  # ORM bulk INSERT: both tables of a joined subclass, and one table
+        session.execute(
+            insert(Engineer),
+            [{"id": next(ids), "name": "bulk", "language": "py", "manager_id": None}],
+        )
+        session.execute(insert(Car), [{"id": next(ids), "wheels": 4, "doors": 2, "owner_id": None}])
+    elif kind == 9:
+        session.execute(delete(Employee).where(Employee.id == key))  # the rest cascades
+    elif kind == 10:
+        found = session.get(Vehicle, rng.randint(1, 7))
+        if isinstance(found, Car):
+            found.doors = rng.randint(2, 5)
+        elif isinstance(found, Truck):
+            found.payload = rng.randrange(50)
+        elif found is not None:
+            found.owner_id = rng.choice((None, 2, 4))
+    elif kind == 11:  # ORM-enabled UPDATE of a single-table subclass: WHERE kind IN (...)
+        if rng.random() < 0.5:
+            session.execute(update(Car).values(doors=rng.randint(2, 5)))
+        else:
+            session.execute(update(Truck).where(Truck.payload > 5).values(wheels=rng.randint(4, 9)))
+    elif kind == 12:
+        if rng.random() < 0.5:
+            session.execute(delete(Truck).where(Truck.wheels > rng.randint(4, 20)))
+        else:
+            session.execute(delete(Vehicle).where(Vehicle.id == rng.randint(1, 7)))
+    elif kind == 13:
+        owner = rng.choice((None, 2, 4))
+        if rng.random() < 0.5:
+            session.add(Car(id=next(ids), wheels=4, doors=rng.randint(2, 5), owner_id=owner))
+        else:
+            session.add(Truck(id=next(ids), wheels=6, payload=rng.randrange(50), owner_id=owner))
+    else:
+        found = session.get(Employee, key)
+        if found is not None:
+            found.vehicles.append(Car(id=next(ids), wheels=4, doors=4))
+
+
+WRITES: list[Callable[[Any, random.Random, Iterator[int]], None]] = [
+    write_users,
+    write_inherited,
+]
 
 
 # -- sessions ----------------------------------------------------------------------------

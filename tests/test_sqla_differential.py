@@ -19,10 +19,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sqladiff import DiffBase, Node, Peer, World, run_steps
-from sqlalchemy import create_engine
-from sqlalchemy.orm import sessionmaker
-from sqlaworkers import Address, Base, User, seed
+from sqladiff import Employee, Peer, World, add_rows, make_engine, run_steps
+from sqlalchemy import create_engine, select
+from sqlalchemy.orm import aliased, sessionmaker, with_polymorphic
+from sqlaworkers import Base, Counter, User, seed
+
+from seawall.sqlalchemy import QueryCache, cached
 
 OPS = int(os.environ.get("SEAWALL_DIFF_OPS", "250"))
 
@@ -49,27 +51,6 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[str]:
     yield url
 
 
-def add_rows(url: str) -> None:
-    engine = create_engine(url)
-    DiffBase.metadata.create_all(engine)
-    with sessionmaker(engine)() as session:
-        session.add(
-            Node(id=1, label="root", children=[Node(id=2, label="a"), Node(id=3, label="b")])
-        )
-        session.add(Node(id=5, label="other", children=[Node(id=6, label="c")]))
-        session.flush()
-        session.add(Node(id=4, parent_id=3, label="d"))
-        session.commit()
-    with sessionmaker(engine)() as session:
-        for user_id in (3, 4, 5):
-            session.add(User(id=user_id, name=f"user{user_id}"))
-        session.flush()
-        for address_id in (11, 12, 13, 14):
-            session.add(Address(id=address_id, user_id=address_id - 9, email=f"a{address_id}"))
-        session.commit()
-    engine.dispose()
-
-
 @pytest.mark.parametrize("seed_value", [1, 2])
 def test_cached_reads_agree_with_the_database(
     db_url: str, standalone: Any, peer: Peer, seed_value: int
@@ -86,3 +67,38 @@ def test_cached_reads_agree_with_the_database(
     finally:
         peer.call("shut")
         local.close()
+
+
+def described(row: Any) -> Any:
+    return [(type(entity).__name__, entity.id, entity.name) for entity in row]
+
+
+def test_an_unnamed_aliased_entity_is_cached(db_url: str, standalone: Any) -> None:
+    """Found by the workload: select(with_polymorphic(...)) or select(aliased(User)) with
+    cached() raised IndexError (their result's key, None, is left out of its keys view),
+    and a hit on a result holding classes of two declarative bases raised LookupError
+    (only the registry of the statement's first entity was looked in)."""
+    add_rows(db_url)
+    engine = make_engine(db_url)
+    factory = sessionmaker(engine)
+    QueryCache(standalone.sync(), "aliased").attach(factory)
+    counter = Counter(engine)
+    everyone = with_polymorphic(Employee, "*")
+    person = aliased(User)
+    for query in (
+        select(everyone).order_by(everyone.id),
+        select(person).order_by(person.id),
+        select(person, everyone).join(everyone, everyone.id == person.id),
+    ):
+        with factory() as session:
+            expected = [described(row) for row in session.execute(query).all()]
+            expected_keys = list(session.execute(query).keys())
+        for attempt in ("miss", "hit"):
+            with factory() as session:
+                counter.take()
+                result = session.execute(query.options(cached()))
+                assert [described(row) for row in result.all()] == expected
+                assert list(result.keys()) == expected_keys
+                if attempt == "hit":
+                    assert counter.take() == 0, "served from the cache"
+    engine.dispose()
