@@ -14,6 +14,7 @@ import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
+from pathlib import Path
 from typing import Any, ClassVar
 
 import redis
@@ -24,6 +25,7 @@ from sqlalchemy import (
     event,
     func,
     insert,
+    literal,
     select,
     text,
     update,
@@ -136,6 +138,60 @@ class Truck(Vehicle):
     __mapper_args__: ClassVar[dict[str, Any]] = {"polymorphic_identity": "truck"}
 
 
+class TenantBase(DeclarativeBase):
+    pass
+
+
+# A schema per tenant: the tables are declared in the schema "tenant", which each
+# session maps to its tenant's schema (PostgreSQL schemas; SQLite attached databases).
+TENANTS = ("tenant_a", "tenant_b")
+
+
+class Account(TenantBase):
+    __tablename__ = "accounts"
+    __table_args__: ClassVar[dict[str, Any]] = {"schema": "tenant"}
+    id: Mapped[int] = mapped_column(primary_key=True)
+    owner: Mapped[str]
+    balance: Mapped[int]
+    entries: Mapped[list[Entry]] = relationship(
+        lazy="selectin", order_by="Entry.id", passive_deletes=True
+    )
+
+
+class Entry(TenantBase):
+    __tablename__ = "entries"
+    __table_args__: ClassVar[dict[str, Any]] = {"schema": "tenant"}
+    id: Mapped[int] = mapped_column(primary_key=True)
+    account_id: Mapped[int] = mapped_column(ForeignKey("tenant.accounts.id", ondelete="CASCADE"))
+    amount: Mapped[int]
+
+
+def in_schema(engine: Any, schema: str) -> Any:
+    return engine.execution_options(schema_translate_map={"tenant": schema})
+
+
+def add_tenant_rows(url: str) -> None:
+    """Each tenant's schema, with rows of its own (a leak shows as the other's)."""
+    engine = make_engine(url)
+    for number, schema in enumerate(TENANTS, start=1):
+        if engine.dialect.name == "postgresql":
+            with engine.begin() as connection:
+                connection.execute(text(f"CREATE SCHEMA {schema}"))
+        TenantBase.metadata.create_all(in_schema(engine, schema))
+        with sessionmaker(in_schema(engine, schema))() as session:
+            for account_id in (1, 2, 3, 4):
+                session.add(
+                    Account(
+                        id=account_id,
+                        owner=f"{schema}-{account_id}",
+                        balance=account_id * 10 * number,
+                        entries=[Entry(id=account_id * 10, amount=number)],
+                    )
+                )
+            session.commit()
+    engine.dispose()
+
+
 def add_rows(url: str) -> None:
     """The rows of DiffBase's tables, and more users and addresses than seed() makes."""
     engine = make_engine(url)
@@ -181,6 +237,7 @@ def add_rows(url: str) -> None:
             session.add(Address(id=address_id, user_id=address_id - 9, email=f"a{address_id}"))
         session.commit()
     engine.dispose()
+    add_tenant_rows(url)
 
 
 # -- reads -------------------------------------------------------------------------------
@@ -329,6 +386,31 @@ def got_vehicle(session: Any, cls: Any, key: int, *options: Any) -> Any:
     return vehicle_of(session.get(cls, key, options=list(options)))
 
 
+def accounts(session: Any, *options: Any) -> Any:
+    query = select(Account).order_by(Account.id).options(*options)
+    return [
+        (a.id, a.owner, a.balance, [(e.id, e.amount) for e in a.entries])
+        for a in session.execute(query).scalars()
+    ]
+
+
+def got_account(session: Any, key: int, *options: Any) -> Any:
+    found = session.get(Account, key, options=list(options))
+    return None if found is None else (found.owner, found.balance, [e.id for e in found.entries])
+
+
+def entry_sums(session: Any, *options: Any) -> Any:
+    query = select(Account.owner, func.coalesce(func.sum(Entry.amount), 0))
+    query = query.outerjoin(Entry, Entry.account_id == Account.id).group_by(Account.owner)
+    return [tuple(row) for row in session.execute(query.order_by(Account.owner).options(*options))]
+
+
+def rich_owners(session: Any, floor: int, *options: Any) -> Any:
+    table = Account.__table__
+    query = select(table.c.owner).where(table.c.balance >= floor).order_by(table.c.id)
+    return list(session.execute(query.options(*options)).scalars())
+
+
 Read = Callable[..., Any]
 
 
@@ -408,6 +490,22 @@ READS += [
     ),
 ]
 
+# Twice each: a tenant's results must meet the other tenant's cached ones between writes.
+READS += 2 * [
+    ReadKind("accounts", lambda rng: accounts, schema=True),
+    ReadKind(
+        "got_account",
+        lambda rng: (lambda k: lambda s, *o: got_account(s, k, *o))(rng.randint(1, 6)),
+        schema=True,
+    ),
+    ReadKind("entry_sums", lambda rng: entry_sums, schema=True),
+    ReadKind(
+        "rich_owners",
+        lambda rng: (lambda f: lambda s, *o: rich_owners(s, f, *o))(rng.randrange(90)),
+        schema=True,
+    ),
+]
+
 
 def pick_read(rng: random.Random, *, schema: bool = True) -> tuple[str, Read, bool]:
     kinds = READS if schema else [kind for kind in READS if not kind.schema]
@@ -416,11 +514,6 @@ def pick_read(rng: random.Random, *, schema: bool = True) -> tuple[str, Read, bo
 
 
 # -- writes ------------------------------------------------------------------------------
-
-
-def write(session: Any, rng: random.Random, ids: Iterator[int]) -> None:
-    """One write of a random kind, through the ORM, Core, bulk or SQL text."""
-    rng.choice(WRITES)(session, rng, ids)
 
 
 def write_users(session: Any, rng: random.Random, ids: Iterator[int]) -> None:
@@ -540,9 +633,132 @@ def write_inherited(session: Any, rng: random.Random, ids: Iterator[int]) -> Non
             found.vehicles.append(Car(id=next(ids), wheels=4, doors=4))
 
 
-WRITES: list[Callable[[Any, random.Random, Iterator[int]], None]] = [
-    write_users,
-    write_inherited,
+def write_accounts(session: Any, rng: random.Random, ids: Iterator[int]) -> None:
+    """A tenant's accounts and entries (the session's schema_translate_map names it)."""
+    kind = rng.randrange(10)
+    key = rng.randint(1, 6)
+    accounts, entries = Account.__table__, Entry.__table__
+    if kind == 0:
+        found: Any = session.get(Account, key)
+        if found is not None:
+            found.balance = rng.randrange(90)
+    elif kind == 1:
+        session.add(Account(id=next(ids), owner=f"o{rng.randrange(9)}", balance=5))
+    elif kind == 2:
+        found = session.get(Account, key)
+        if found is not None:
+            found.entries.append(Entry(id=next(ids), amount=rng.randrange(9)))
+    elif kind == 3:
+        found = session.get(Account, key)
+        if found is not None:
+            session.delete(found)  # its entries: by the database
+    elif kind == 4:
+        floor = rng.randrange(60)
+        session.execute(
+            update(Account).where(Account.balance < floor).values(balance=Account.balance + 1)
+        )
+    elif kind == 5:
+        session.execute(
+            update(accounts).where(accounts.c.id == key).values(owner=f"c{rng.randrange(9)}")
+        )
+    elif kind == 6:
+        session.execute(insert(entries).values(id=next(ids), account_id=key, amount=7))
+    elif kind == 7:
+        session.execute(delete(entries).where(entries.c.amount > rng.randrange(9)))
+    elif kind == 8:  # on the transaction's connection, not through session.execute()
+        session.connection().execute(
+            update(accounts).where(accounts.c.id == key).values(balance=rng.randrange(90))
+        )
+    else:
+        session.execute(delete(Account).where(Account.id == key))  # entries cascade
+
+
+def write_core(session: Any, rng: random.Random, ids: Iterator[int]) -> None:
+    """Core statements on Tables, on the session or its connection; ORM bulk and legacy
+    bulk writes; an INSERT ... SELECT holding a CTE."""
+    kind = rng.randrange(9)
+    key = rng.randint(1, 6)
+    users, addresses, nodes = User.__table__, Address.__table__, Node.__table__
+    if kind == 0:
+        session.execute(insert(addresses).values(id=next(ids), user_id=key, email="core"))
+    elif kind == 1:
+        session.execute(update(nodes).where(nodes.c.id == key).values(label=f"c{key}"))
+    elif kind == 2:
+        session.execute(delete(addresses).where(addresses.c.id == rng.randint(10, 16)))
+    elif kind == 3:
+        session.connection().execute(
+            update(users).where(users.c.id == key).values(name=f"k{rng.randrange(9)}")
+        )
+    elif kind == 4:
+        vehicles = Vehicle.__table__
+        session.connection().execute(delete(vehicles).where(vehicles.c.wheels == 2))
+    elif kind == 5:  # an INSERT ... SELECT reading a CTE
+        picked = select(users.c.id).where(users.c.id == key).cte("picked")
+        source = select(literal(next(ids)), picked.c.id, literal("from_cte"))
+        session.execute(insert(addresses).from_select(["id", "user_id", "email"], source))
+    elif kind == 6:  # the legacy bulk methods: on the connection, no flush
+        choice = rng.randrange(3)
+        if choice == 0:
+            session.bulk_save_objects([Address(id=next(ids), user_id=key, email="saved")])
+        elif choice == 1:
+            session.bulk_insert_mappings(Node, [{"id": next(ids), "parent_id": 1, "label": "m"}])
+        elif session.get(User, key) is not None:
+            session.bulk_update_mappings(User, [{"id": key, "name": f"m{rng.randrange(9)}"}])
+    elif kind == 7:  # ORM bulk INSERT
+        rows = [{"id": next(ids), "user_id": key, "email": f"bulk{n}"} for n in range(2)]
+        session.execute(insert(Address), rows)
+    elif kind == 8:  # ORM bulk UPDATE by primary key
+        keys = session.scalars(select(User.id).order_by(User.id)).all()
+        rows = [{"id": k, "name": f"p{rng.randrange(9)}"} for k in keys if rng.random() < 0.5]
+        if rows:
+            session.execute(update(User), rows)
+
+
+def write_cte(session: Any, rng: random.Random, ids: Iterator[int]) -> None:
+    """A SELECT that writes: WITH x AS (UPDATE/DELETE/INSERT ... RETURNING) SELECT, with
+    cached() or not (it runs every time, never stored)."""
+    key = rng.randint(1, 6)
+    users, addresses, nodes = User.__table__, Address.__table__, Node.__table__
+    if session.get_bind().dialect.name != "postgresql":
+        # SQLite has no data-modifying CTE: an UPDATE whose criteria read a CTE instead
+        picked = select(users.c.id).where(users.c.id <= key).cte("picked")
+        session.execute(
+            update(addresses).where(addresses.c.user_id.in_(select(picked.c.id))).values(email="w")
+        )
+        return
+    options = [cached()] if rng.random() < 0.5 else []
+    kind = rng.randrange(3)
+    if kind == 0:
+        moved = (
+            update(users)
+            .where(users.c.id == key)
+            .values(name=f"cte{rng.randrange(9)}")
+            .returning(users.c.id)
+            .cte("moved")
+        )
+        session.execute(select(moved.c.id).options(*options)).all()
+    elif kind == 1:
+        gone = delete(addresses).where(addresses.c.user_id == key).returning(addresses.c.id)
+        session.execute(
+            select(User.id).where(User.id == key).add_cte(gone.cte("gone")).options(*options)
+        ).all()
+    else:
+        added = (
+            insert(nodes)
+            .values(id=next(ids), parent_id=rng.randint(1, 6), label="cte")
+            .returning(nodes.c.id)
+            .cte("added")
+        )
+        session.execute(select(added.c.id).options(*options)).all()
+
+
+# (write, whether its session needs a tenant's schema)
+WRITES: list[tuple[Callable[[Any, random.Random, Iterator[int]], None], bool]] = [
+    *3 * [(write_users, False)],
+    *3 * [(write_inherited, False)],
+    (write_accounts, True),
+    *2 * [(write_core, False)],
+    *2 * [(write_cte, False)],
 ]
 
 
@@ -564,22 +780,33 @@ def tenant_filter(state: ORMExecuteState) -> None:
 
 @dataclass(frozen=True)
 class Scope:
-    """How a session is opened: the row tenant its info names (the listener above)."""
+    """How a session is opened: the row tenant its info names (the listener above), and
+    the schema its "tenant" tables are read from, set by one of SQLAlchemy's two recipes:
+    a bind with execution options ("bind"), or the session's connection's options
+    ("connection")."""
 
     tenant: int | None = None
+    schema: str | None = None
+    recipe: str = "bind"
 
 
-def pick_scope(rng: random.Random, schema: bool) -> Scope:
-    return Scope(tenant=rng.choice((0, 1)) if rng.random() < 0.3 else None)
+def pick_scope(rng: random.Random, schema: bool, rows: bool = True) -> Scope:
+    tenant = rng.choice((0, 1)) if rows and rng.random() < 0.3 else None
+    if not schema and rng.random() < 0.8:
+        return Scope(tenant)
+    return Scope(tenant, rng.choice(TENANTS), rng.choice(("bind", "connection")))
 
 
 def make_engine(url: str) -> Any:
     engine = create_engine(url)
     if engine.dialect.name == "sqlite":
+        folder = Path(engine.url.database or ".").parent
 
         @event.listens_for(engine, "connect")
         def cascade(dbapi_connection: Any, record: Any) -> None:
             dbapi_connection.execute("PRAGMA foreign_keys = ON")
+            for schema in TENANTS:  # SQLite's schemas: attached databases
+                dbapi_connection.execute(f"ATTACH DATABASE '{folder / schema}.db' AS {schema}")
 
     return engine
 
@@ -644,7 +871,14 @@ class World:
         self.fence.wait()
 
     def session(self, factory: Any, scope: Scope) -> Any:
-        return factory(info={} if scope.tenant is None else {"tenant": scope.tenant})
+        info = {} if scope.tenant is None else {"tenant": scope.tenant}
+        if scope.schema is None:
+            return factory(info=info)
+        if scope.recipe == "bind":
+            return factory(info=info, bind=in_schema(self.engine, scope.schema))
+        session = factory(info=info)
+        session.connection(execution_options={"schema_translate_map": {"tenant": scope.schema}})
+        return session
 
     def read(self, index: int | None, op_seed: int) -> tuple[str, Any]:
         """(the read's name, its answer): cached through factory `index`, or uncached
@@ -678,12 +912,13 @@ class World:
     def write(self, index: int, op_seed: int, ids: range) -> bool:
         """One write through factory `index`; True if its transaction committed."""
         rng = random.Random(op_seed)
-        with self.factories[index]() as session:
+        writer, schema = rng.choice(WRITES)
+        with self.session(self.factories[index], pick_scope(rng, schema, False)) as session:
             nested = rng.random() < 0.2
             if nested:
                 savepoint = session.begin_nested()
             try:
-                write(session, rng, iter(ids))
+                writer(session, rng, iter(ids))
                 session.flush()
             except DBAPIError:  # a key another row still references, ...
                 session.rollback()
