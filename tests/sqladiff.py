@@ -998,7 +998,8 @@ class Peer:
 
 def run_steps(local: World, peer: Peer | None, seed_value: int, ops: int) -> int:
     """The workload: each step a read, a holder's step or a write, in this process (through
-    either QueryCache) or the peer. Returns the number of cached reads compared; raises on
+    either QueryCache) or the peer. Returns the number of cached reads compared per process
+    ("local", "peer"); raises on
     the first difference. Before a process's step, its L1s have applied the invalidations
     of every commit made elsewhere (Fence), so each comparison is exact."""
     rng = random.Random(seed_value)
@@ -1006,7 +1007,7 @@ def run_steps(local: World, peer: Peer | None, seed_value: int, ops: int) -> int
     if peer is not None:
         places.append(("peer", 0))
     behind: set[str] = set()  # processes with commits made elsewhere since their last step
-    compared = 0
+    compared = {"local": 0, "peer": 0}
 
     def call(where: str, method: str, *args: Any) -> Any:
         if where in behind:
@@ -1027,7 +1028,7 @@ def run_steps(local: World, peer: Peer | None, seed_value: int, ops: int) -> int
             assert got == expected, (
                 f"seed {seed_value}, step {step} ({where} {index}, {name}): {got} != {expected}"
             )
-            compared += 1
+            compared[where] += 1
         elif roll < 0.65:
             call(where, "hold", op_seed)
         elif call(where, "write", index, op_seed, range(1000 + step * 10, 1010 + step * 10)):
