@@ -559,7 +559,7 @@ def write_users(session: Any, rng: random.Random, ids: Iterator[int]) -> None:
 
 def write_inherited(session: Any, rng: random.Random, ids: Iterator[int]) -> None:
     """Employees (joined-table inheritance) and vehicles (single-table)."""
-    kind = rng.randrange(15)
+    kind = rng.randrange(18)
     key = rng.randint(1, 8)
     if kind == 0:
         found: Any = session.get(Employee, key)
@@ -627,10 +627,18 @@ def write_inherited(session: Any, rng: random.Random, ids: Iterator[int]) -> Non
             session.add(Car(id=next(ids), wheels=4, doors=rng.randint(2, 5), owner_id=owner))
         else:
             session.add(Truck(id=next(ids), wheels=6, payload=rng.randrange(50), owner_id=owner))
-    else:
+    elif kind == 14:
         found = session.get(Employee, key)
         if found is not None:
             found.vehicles.append(Car(id=next(ids), wheels=4, doors=4))
+    else:  # one table of a joined subclass, as a Core Table (on the session, its connection)
+        engineers = Engineer.__table__
+        language = rng.choice(("py", "rust", "go"))
+        change = update(engineers).where(engineers.c.id == key).values(language=language)
+        if kind == 15:
+            session.connection().execute(change)
+        else:
+            session.execute(change)
 
 
 def write_accounts(session: Any, rng: random.Random, ids: Iterator[int]) -> None:
@@ -676,7 +684,7 @@ def write_accounts(session: Any, rng: random.Random, ids: Iterator[int]) -> None
 def write_core(session: Any, rng: random.Random, ids: Iterator[int]) -> None:
     """Core statements on Tables, on the session or its connection; ORM bulk and legacy
     bulk writes; an INSERT ... SELECT holding a CTE."""
-    kind = rng.randrange(9)
+    kind = rng.randrange(10)
     key = rng.randint(1, 6)
     users, addresses, nodes = User.__table__, Address.__table__, Node.__table__
     if kind == 0:
@@ -712,6 +720,10 @@ def write_core(session: Any, rng: random.Random, ids: Iterator[int]) -> None:
         rows = [{"id": k, "name": f"p{rng.randrange(9)}"} for k in keys if rng.random() < 0.5]
         if rows:
             session.execute(update(User), rows)
+    else:  # a single-table subclass's column, as a Core Table: no discriminator criteria
+        vehicles = Vehicle.__table__
+        doors = rng.randint(2, 5)
+        session.execute(update(vehicles).where(vehicles.c.doors < doors).values(doors=doors))
 
 
 def write_cte(session: Any, rng: random.Random, ids: Iterator[int]) -> None:

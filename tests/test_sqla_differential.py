@@ -51,7 +51,7 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[str]:
     yield url
 
 
-@pytest.mark.parametrize("seed_value", [1, 2])
+@pytest.mark.parametrize("seed_value", [1, 2, 3])
 def test_cached_reads_agree_with_the_database(
     db_url: str, standalone: Any, peer: Peer, seed_value: int
 ) -> None:
