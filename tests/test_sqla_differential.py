@@ -19,7 +19,8 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sqladiff import Employee, Peer, World, add_rows, make_engine, run_steps
+from sqladiff import Peer, World, run_steps
+from sqladiffmodels import Employee, add_rows, make_engine
 from sqlalchemy import create_engine, select
 from sqlalchemy.orm import aliased, sessionmaker, with_polymorphic
 from sqlaworkers import Base, Counter, User, seed
