@@ -212,7 +212,9 @@ class QueryCacheCore(WriteRecorder):
                 stash["failed"] = True
                 raise
             stash["frozen"] = frozen
-            keys = list(frozen.metadata.keys)
+            # _keys, not keys: an unnamed aliased entity (with_polymorphic, aliased) has
+            # the key None, which the keys view leaves out (one key fewer than cells).
+            keys = list(frozen.metadata._keys)
             covered = frozenset(described.tables)
             return encode_result(keys, frozen._rewrite_rows(), _short(statement), covered)
 
@@ -400,7 +402,7 @@ class QueryCacheCore(WriteRecorder):
         identity_map = session.identity_map
         try:
             keys, rows, built = decode_result(payload, self._mapper_index(state), identity_map.get)
-        except LookupError:  # a class mapped since the index was made
+        except LookupError:  # a class mapped since, or of a registry not indexed yet
             self._mappers.clear()
             keys, rows, built = decode_result(payload, self._mapper_index(state), identity_map.get)
         # Attached as the ORM's loader attaches the rows of a query (loading.py), with the
@@ -418,12 +420,14 @@ class QueryCacheCore(WriteRecorder):
         return IteratorResult(SimpleResultMetaData(keys), iter([tuple(row) for row in rows]))
 
     def _mapper_index(self, state: ORMExecuteState) -> dict[str, Mapper[Any]]:
+        """Mapped classes by name, from the registries of every entity the statement
+        loads (a statement may join classes of two declarative bases)."""
         if not self._mappers:
-            mapper = state.bind_mapper
-            if mapper is not None:
-                for known in mapper.registry.mappers:
-                    name = f"{known.class_.__module__}.{known.class_.__qualname__}"
-                    self._mappers[name] = known
+            for mapper in (state.bind_mapper, *state.all_mappers):
+                if mapper is not None:
+                    for known in mapper.registry.mappers:
+                        name = f"{known.class_.__module__}.{known.class_.__qualname__}"
+                        self._mappers[name] = known
         return self._mappers
 
     # -- writes ------------------------------------------------------------------------

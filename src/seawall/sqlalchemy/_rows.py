@@ -166,7 +166,7 @@ def _class_name(mapper: Mapper[Any]) -> str:
 
 
 def encode_result(
-    keys: Sequence[str],
+    keys: Sequence[str | None],
     rows: Sequence[Sequence[Any]],
     statement: str,
     covered: frozenset[str],

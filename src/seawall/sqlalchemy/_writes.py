@@ -45,6 +45,17 @@ def is_read_statement(statement: Any) -> bool:
     return bool(getattr(statement, "is_select", False))
 
 
+def driver_committed(connection: Any) -> bool:
+    """Whether the DBAPI connection is out of any transaction after a write: the driver
+    ran it outside one, so it is committed and no rollback undoes it. pysqlite's default
+    mode opens a transaction only before a statement that starts with INSERT, UPDATE,
+    DELETE or REPLACE: `WITH ... INSERT INTO ...` (an insert().from_select() reading a
+    CTE) is committed as it runs. A driver with no `in_transaction` is taken to run every
+    write inside the transaction."""
+    dbapi = getattr(connection.connection, "dbapi_connection", None)
+    return getattr(dbapi, "in_transaction", None) is False
+
+
 class WriteRecorder:
     """Session event handlers that fill session.info[INFO_KEY]; QueryCacheCore acts on it."""
 
@@ -127,8 +138,8 @@ class WriteRecorder:
                 self._note_table(session, table, inserts, False)
         else:
             self._writes(session).everything = True
-        if connection._is_autocommit_isolation():  # the database has committed it already
-            self._committed_now(session)
+        if connection._is_autocommit_isolation() or driver_committed(connection):
+            self._committed_now(session)  # the database has committed it already
 
     def _note_table(self, session: Session, table: Any, inserts: bool, rows_named: Any) -> None:
         writes = self._writes(session)
