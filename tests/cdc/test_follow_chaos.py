@@ -274,6 +274,13 @@ class Rig:
         held |= set(self.replies.get(timeout=30))
         return sorted(held)
 
+    def generations(self) -> dict[str, int]:
+        client = self.redis.client(socket_timeout=5)
+        try:
+            return chaos.generations(client)
+        finally:
+            client.close()
+
     def explained(self, namespace: str) -> bool:
         """Some follower said why it cleared `namespace` whole."""
         return any(
@@ -334,7 +341,7 @@ def test_no_invalidation_is_lost_under_chaos(rig: Rig) -> None:
         rng = random.Random(schedule)
         stop = threading.Event()
         writer = threading.Thread(target=rig.write, args=(random.Random(schedule + 1000), stop))
-        before = chaos.generations(rig.redis.client())
+        before = rig.generations()
         writer.start()
         try:
             faults = kinds(schedule)
@@ -366,7 +373,7 @@ def test_no_invalidation_is_lost_under_chaos(rig: Rig) -> None:
             f"schedule {schedule} ({faults}): {len(left)} of {len(owed)} owed keys still "
             f"cached {BOUND} s after the faults healed, e.g. {left[:5]}\n{logs}"
         )
-        after = chaos.generations(rig.redis.client())
+        after = rig.generations()
         for namespace, generation in after.items():
             if generation != before[namespace]:
                 assert rig.explained(namespace), f"{namespace} cleared, no follower said why"
@@ -381,7 +388,7 @@ def test_no_invalidation_is_lost_under_chaos(rig: Rig) -> None:
             f"{sorted(ns for ns in after if after[ns] != before[ns])}"
         )
         if took > 5:  # worth a look: where the time went
-            print(rig.logs())
+            print(rig.logs(), *(f.log()[-2500:] for f in rig.alive()))  # status lines too
     print(
         f"\n{rig.kind}: {totals['schedules']} schedules, {totals['faults']} faults, "
         f"{rig.ledger.transactions} transactions, {rig.ledger.changes} row changes "
