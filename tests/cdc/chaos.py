@@ -345,8 +345,11 @@ def reader(redis_url: str, commands: Any, replies: Any) -> None:
     # No socket timeout: a call either finished (its effect is in Redis) or failed with
     # the connection (a killed server): either way it is over when the call returns.
     client = redis.Redis.from_url(redis_url)
+    # A short lease: a load cut by a killed Redis leaves its lease behind (the AOF keeps
+    # it), and the next caching of that key waits it out.
     caches = {
-        ns: seawall.Cache(client, ns, ttl=600.0, l1_ttl=600.0, l1_size=100_000) for ns in NAMESPACES
+        ns: seawall.Cache(client, ns, ttl=600.0, l1_ttl=600.0, l1_size=100_000, lease=2.0)
+        for ns in NAMESPACES
     }
     for cache in caches.values():
         listener = cache._listener()
