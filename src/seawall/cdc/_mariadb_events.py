@@ -188,8 +188,10 @@ def _uuid_text(row: Mapping[str, Any], columns: frozenset[str]) -> dict[str, Any
     out = dict(row)
     for name in columns:
         value = out.get(name)
-        if isinstance(value, bytes) and len(value) == 16:
-            out[name] = str(uuid.UUID(bytes=value))
+        if isinstance(value, bytes) and len(value) <= 16:
+            # The binlog stores a fixed-length binary value with its trailing zero bytes
+            # stripped (as CHAR strips its pad): a UUID ending in 00 comes shorter.
+            out[name] = str(uuid.UUID(bytes=value.ljust(16, b"\0")))
     return out
 
 

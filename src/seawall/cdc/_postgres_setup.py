@@ -216,8 +216,9 @@ class PostgresSetup:
                 f"ALTER ROLE {ident(user)} WITH REPLICATION (as a superuser)"
             )
 
-    def _ensure_publication(self) -> None:
-        """Create the publication, or check and extend an existing one, idempotently.
+    def _ensure_publication(self) -> list[str]:
+        """Create the publication, or check and extend an existing one, idempotently;
+        the followed tables it did not publish until now.
 
         Partitioned tables are published through their root
         (publish_via_partition_root): otherwise their changes arrive under the
@@ -248,7 +249,7 @@ class PostgresSetup:
                     self.publication,
                     ", ".join(self._tables),
                 )
-                return
+                return list(self._tables)
             all_tables, rows, truncate, via_root = found
             if not rows or not truncate:
                 raise SourceError(
@@ -266,7 +267,7 @@ class PostgresSetup:
                     ", ".join(partitioned),
                 )
             if all_tables:
-                return
+                return []
             missing = [t for t in self._tables if not self._published(t)]
             if missing:
                 self._query_all(
@@ -278,6 +279,7 @@ class PostgresSetup:
                     ", ".join(missing),
                     self.publication,
                 )
+            return missing
         except psycopg2.errors.InsufficientPrivilege as exc:
             raise SourceError(
                 f"cannot create or change publication {self.publication} in {self.where} "

@@ -120,6 +120,7 @@ class PostgresSource(PostgresSetup):
         #: once watch() has connected (see _identity).
         self.election_name: str | None = None
         self._next_check = 0.0
+        self._unpublished: list[Event] = []  # resets open() found, for the next read()
         self._sql: Any = None
         self._stream: Any = None
         self._cursor: Any = None
@@ -199,7 +200,15 @@ class PostgresSource(PostgresSetup):
         self.close()
         with self._one_line():
             self._check_server()
-            self._ensure_publication()
+            added = self._ensure_publication()
+            if resume_after:
+                # A followed table the publication did not name until now (replaced by
+                # a rename-swap, or dropped and created again, while no follower watched
+                # it): its changes since the checkpoint were never in the stream, so its
+                # namespaces are cleared at the next read, now that it is published
+                # (kept until then, whatever fails first). A first start owes nothing.
+                cause = "the table was not published (replaced while no follower watched)"
+                self._unpublished += [TableReset(t, cause) for t in added]
             slot_lsn = self._ensure_slot()
             if resume_after:
                 self._check_gap(resume_after, slot_lsn)
@@ -235,6 +244,9 @@ class PostgresSource(PostgresSetup):
             raise SourceError(f"{self.where}: read() before open()")
         events: list[Event] = []
         deadline = time.monotonic() + timeout
+        if self._unpublished:
+            events += self._unpublished
+            self._unpublished = []
         if time.monotonic() >= self._next_check:
             events += self._check_tables()
         try:
