@@ -211,7 +211,7 @@ def requests_sent() -> Iterator[Requests]:
         sent = b"".join(p.encode() if isinstance(p, str) else bytes(p) for p in parts)
         head = sent[:40]
         if b"PING" not in head and b"SETINFO" not in head and b"cache-again" not in sent:
-            counted.heads.append(sent[:60])
+            counted.heads.append(sent[:160])
 
     def sync_send(self: Any, command: Any, *args: Any, **kwargs: Any) -> Any:
         count(command)

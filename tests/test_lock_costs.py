@@ -64,12 +64,14 @@ def test_an_uncontended_cycle_is_two_requests_and_at_most_six_commands(
                     await lock.acquire()
                     await lock.release()
             await client.aclose()
-            return before, sent.count
+            return before, sent
 
-        before, count = asyncio.run(cycles())
+        before, sent = asyncio.run(cycles())
     spent = commands_during(target, before)
-    requests = sent.count if world == "sync" else count
-    assert requests == 2 * CYCLES, requests
+    # The lock's own requests: each names its key (a background caller of another test's
+    # object, in this worker process, may send one in the window).
+    mine = [head for head in sent.heads if b"costs" in head]
+    assert len(mine) == 2 * CYCLES, (len(mine), [h for h in sent.heads if h not in mine][:5])
     assert sum(spent.values()) <= 6 * CYCLES, spent
     assert spent["evalsha"] == 2 * CYCLES, spent
     assert spent.get("pexpire", 0) == 0 and spent.get("zrange", 0) == 0, spent

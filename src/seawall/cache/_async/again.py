@@ -311,9 +311,12 @@ class AsyncAgainSweeper:
         with self._mutex:
             expected = namespace in self._expected or bool(self._unrecorded.get(namespace))
         if not expected:
-            # A look that found nothing waiting: no second delete is late, nothing to say.
+            # A look with nothing known to wait: no second delete is late, nothing to say,
+            # and nothing to retry. Redis away means the listener's connection too: its
+            # next subscription has every namespace looked at again (see announced).
             _concurrency.log.debug("cache %r: looking at second deletes: %r", namespace, exc)
-            self._retry(namespace, 1)
+            with self._mutex:
+                self._next[namespace] = math.inf
             return
         self._failures += 1
         if self._failures == 1:
