@@ -160,3 +160,23 @@ def pg_url(seawall_postgres: Any) -> Iterator[str]:
     yield url
     with psycopg.connect(seawall_postgres.dsn(), autocommit=True) as admin:
         admin.execute(f"DROP DATABASE {name} WITH (FORCE)")
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[str]:
+    """A database seeded with sqlaworkers' rows, on SQLite and on PostgreSQL (`pg_url`): its
+    SQLAlchemy URL. A test module may define its own (other tables, other seeds)."""
+    if request.param == "postgresql":
+        yield request.getfixturevalue("pg_url")
+        return
+    from sqlalchemy import create_engine
+    from sqlalchemy.orm import sessionmaker
+    from sqlaworkers import Base, seed
+
+    url = f"sqlite:///{tmp_path / 'shop.db'}"
+    engine = create_engine(url)
+    Base.metadata.create_all(engine)
+    with sessionmaker(engine)() as session:
+        seed(session)
+    engine.dispose()
+    yield url

@@ -6,31 +6,15 @@ connection are acted on as they run. SQLite and a private PostgreSQL, sync and a
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from sqlalchemy import create_engine, select, update
 from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 from sqlalchemy.orm import sessionmaker
-from sqlaworkers import Base, User, seed
+from sqlaworkers import User
 
 from seawall.sqlalchemy import AsyncQueryCache, QueryCache, cached
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db_url(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[str]:
-    if request.param == "postgresql":
-        yield request.getfixturevalue("pg_url")
-        return
-    url = f"sqlite:///{tmp_path / 'shop.db'}"
-    engine = create_engine(url)
-    Base.metadata.create_all(engine)
-    with sessionmaker(engine)() as session:
-        seed(session)
-    engine.dispose()
-    yield url
-
 
 QUERY = select(User.name).order_by(User.id).options(cached())
 

@@ -6,30 +6,14 @@ schema_translate_map (on the engine, or per call); for queries and for session.g
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from sqlalchemy import create_engine, event, select, text
 from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 from sqlalchemy.orm import ORMExecuteState, Session, sessionmaker, with_loader_criteria
-from sqlaworkers import Base, Counter, User, seed
+from sqlaworkers import Base, Counter, User
 
 from seawall.sqlalchemy import AsyncQueryCache, QueryCache, _keys, cached
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db_url(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[str]:
-    if request.param == "postgresql":
-        yield request.getfixturevalue("pg_url")
-        return
-    url = f"sqlite:///{tmp_path / 'shop.db'}"
-    engine = create_engine(url)
-    Base.metadata.create_all(engine)
-    with sessionmaker(engine)() as session:
-        seed(session)
-    engine.dispose()
-    yield url
 
 
 def only_the_tenants_user(state: ORMExecuteState) -> None:

@@ -5,32 +5,16 @@ declares. SQLite and a private PostgreSQL, sync and asyncio."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from sqlalchemy import create_engine, select, text
 from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 from sqlalchemy.orm import sessionmaker
-from sqlaworkers import Address, Base, Counter, User, seed
+from sqlaworkers import Address, Counter, User
 
 from seawall.sqlalchemy import AsyncQueryCache, QueryCache, cached
 
 QUERY = select(User.name).order_by(User.id).options(cached())
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db_url(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[str]:
-    if request.param == "postgresql":
-        yield request.getfixturevalue("pg_url")
-        return
-    url = f"sqlite:///{tmp_path / 'shop.db'}"
-    engine = create_engine(url)
-    Base.metadata.create_all(engine)
-    with sessionmaker(engine)() as session:
-        seed(session)
-    engine.dispose()
-    yield url
 
 
 def test_set_local_is_not_a_write(pg_url: str, standalone: Any) -> None:

@@ -5,10 +5,8 @@ SQLite and on a private PostgreSQL, sync and asyncio."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
-import pytest
 from sqlalchemy import create_engine, select
 from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 from sqlalchemy.orm import selectinload, sessionmaker
@@ -16,20 +14,6 @@ from sqlaworkers import Address, Base, User, seed
 
 from seawall.sqlalchemy import AsyncQueryCache, QueryCache, cached
 from seawall.sqlalchemy._rows import encode_result
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db_url(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[str]:
-    if request.param == "postgresql":
-        yield request.getfixturevalue("pg_url")
-        return
-    url = f"sqlite:///{tmp_path / 'shop.db'}"
-    engine = create_engine(url)
-    Base.metadata.create_all(engine)
-    with sessionmaker(engine)() as session:
-        seed(session)
-    engine.dispose()
-    yield url
 
 
 def commit_elsewhere(factory: Any, name: str, email: str) -> None:
