@@ -23,6 +23,17 @@ _NO_IO = frozenset(
         "get_encoder",
         "get_connection_kwargs",
         "set_response_callback",
+        # Accessors of the modules' command groups: they return an object, send nothing
+        # (`await conn.ft("idx").info()` sends from the object, awaited).
+        "ft",
+        "json",
+        "ts",
+        "bf",
+        "cf",
+        "cms",
+        "topk",
+        "tdigest",
+        "graph",
     }
 )
 
