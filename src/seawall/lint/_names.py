@@ -239,12 +239,12 @@ class Inference(Bindings):
             return Kind.CLIENT  # MyRedis(...) of `class MyRedis(redis.Redis)`
         if isinstance(func, ast.Attribute):
             receiver = self.kind(func.value)
-            if func.attr == "pipeline":
+            if func.attr in ("pipeline", "bitfield", "bitfield_ro"):
                 # Whatever the receiver (`queue.connection`, typed by a class of another
                 # module, is not known to be a client): what `.pipeline()` gives queues
                 # commands, and a method only redis has called on it later
                 # (`pipeline.srem`) must not make it a client whose commands in a loop
-                # are round trips.
+                # are round trips. A BITFIELD builder queues its operations the same way.
                 return Kind.PIPELINE
             if func.attr in _SENTINEL_CLIENTS:
                 return Kind.CLIENT  # Sentinel(...).master_for("name") is a client

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 from seawall.lint._context import FileContext, RedisCall, same_expression
 from seawall.lint._model import rule
-from seawall.lint.rules.lock_expiry import looks_like_a_lock
+from seawall.lint.rules.lock_expiry import _LOCK_WORDS, _RELEASE_WORDS, _words, looks_like_a_lock
 
 _RELEASES = ("delete", "unlink")
 
@@ -93,7 +93,7 @@ def check(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
                     "in one Lua script (or use seawall.Lock)"
                 ),
             )
-        elif any(
+        elif _releases(ctx, call) and any(
             looks_like_a_lock(ctx, lock, [call]) for lock in ctx.with_key(grouped_locks, call)
         ):
             yield (
@@ -104,3 +104,14 @@ def check(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
                     "still holds your token, in one Lua script (or use seawall.Lock)"
                 ),
             )
+
+
+def _releases(ctx: FileContext, call: RedisCall) -> bool:
+    """The DEL is a release: in a function named for one (release, unlock, __exit__...),
+    or of a key named for a lock. A cache's general `delete(key)` beside its `set_lock(key)`
+    deletes every kind of key, not the lock in particular."""
+    scope = ctx.scope_of(call.node)
+    if _RELEASE_WORDS.search(getattr(scope, "name", "")):
+        return True
+    key = ctx.resolved(call.key, scope)
+    return any(_LOCK_WORDS.search(word) for word in _words(key))
