@@ -18,6 +18,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 import peersuites
+from peersuites import SuiteSetupError
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = Path(sys.prefix) / "flask-suite"
@@ -25,23 +26,9 @@ CACHE = Path(sys.prefix) / "flask-suite"
 SELECT = "session or flash"
 
 
-class SuiteSetupError(Exception):
-    """What is missing to run Flask's tests, and how to get it."""
-
-
-def _check_output(args: list[str], what: str) -> str:
-    done = subprocess.run(args, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SuiteSetupError(f"{what} failed (exit {done.returncode}):\n{done.stderr[-2000:]}")
-    return done.stdout
-
-
 def prepare() -> Path:
     """tests/ of the installed Flask's sdist, fetched and extracted once; returns it."""
-    try:
-        return peersuites.prepare("flask", version("flask"), ("tests/",), into=CACHE) / "tests"
-    except peersuites.SuiteSetupError as exc:
-        raise SuiteSetupError(str(exc)) from None
+    return peersuites.prepare("flask", version("flask"), ("tests/",), into=CACHE) / "tests"
 
 
 def run(tests: Path, redis_url: str, out: Path) -> dict[str, str]:

@@ -24,6 +24,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 import peersuites
+from peersuites import SuiteSetupError, check_output
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = Path(sys.prefix) / "lock-peer-suites"
@@ -37,17 +38,6 @@ CPYTHON_GROUPS = (("LockTests", "RLockTests"), ("SemaphoreTests",), ("BoundedSem
 # for its default loop scope).
 REDISPY_NEEDS = ["pytest-asyncio>=1.0"]
 REDISPY_TESTS = ("tests/test_lock.py", "tests/test_asyncio/test_lock.py")
-
-
-class SuiteSetupError(Exception):
-    """What is missing to run a suite, and how to get it."""
-
-
-def _check_output(args: list[str], what: str) -> str:
-    done = subprocess.run(args, capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SuiteSetupError(f"{what} failed (exit {done.returncode}):\n{done.stderr[-2000:]}")
-    return done.stdout
 
 
 def _env(*paths: Path) -> dict[str, str]:
@@ -102,7 +92,7 @@ def prepare_redispy() -> tuple[Path, Path]:
     stamp = deps / ".installed"
     if not stamp.exists() or stamp.read_text() != " ".join(REDISPY_NEEDS):
         shutil.rmtree(deps, ignore_errors=True)
-        _check_output(
+        check_output(
             [
                 sys.executable,
                 "-m",
@@ -119,10 +109,7 @@ def prepare_redispy() -> tuple[Path, Path]:
         stamp.write_text(" ".join(REDISPY_NEEDS))
     # redis-py's own settings stay out but for what its tests assume: asyncio's auto mode.
     ini = "[pytest]\nasyncio_mode = auto\n"
-    try:
-        root = peersuites.prepare("redis", release, ("tests/",), into=CACHE, pytest_ini=ini)
-    except peersuites.SuiteSetupError as exc:
-        raise SuiteSetupError(str(exc)) from None
+    root = peersuites.prepare("redis", release, ("tests/",), into=CACHE, pytest_ini=ini)
     missing = [name for name in REDISPY_TESTS if not (root / name).exists()]
     if missing:
         raise SuiteSetupError(f"redis-py {release}'s sdist has no {', '.join(missing)}")

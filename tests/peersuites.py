@@ -26,7 +26,7 @@ class SuiteSetupError(Exception):
     """What is missing to run a peer's tests, and how to get it."""
 
 
-def _check_output(args: list[str], what: str) -> str:
+def check_output(args: list[str], what: str) -> str:
     done = subprocess.run(args, capture_output=True, text=True)
     if done.returncode != 0:
         raise SuiteSetupError(f"{what} failed (exit {done.returncode}):\n{done.stderr[-2000:]}")
@@ -56,7 +56,7 @@ def prepare(
         return [p for p in folder.iterdir() if pattern.fullmatch(p.name.replace("_", "-"))]
 
     if not fetched():
-        _check_output(
+        check_output(
             [
                 sys.executable,
                 "-m",
@@ -190,7 +190,7 @@ def install_into(folder: Path, requirements: list[str]) -> Path:
     if stamp.exists() and stamp.read_text() == " ".join(requirements):
         return folder
     shutil.rmtree(folder, ignore_errors=True)
-    _check_output(
+    check_output(
         [
             sys.executable,
             "-m",
