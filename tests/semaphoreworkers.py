@@ -35,6 +35,10 @@ def _start_together(start_at: float | None) -> None:
         time.sleep(max(0.0, start_at - time.time()))
 
 
+# How long a first hold waits for the other processes to hold too (see cycle_permits).
+MEET_WAIT = 10.0
+
+
 def cycle_permits(
     url: str,
     cluster: bool,
@@ -44,7 +48,11 @@ def cycle_permits(
     cycles: int,
     start_at: float | None = None,
 ) -> list[tuple[int, int]]:
-    """`cycles` acquire/hold/release rounds; returns (entered, left) ns of each hold."""
+    """`cycles` acquire/hold/release rounds; returns (entered, left) ns of each hold.
+
+    The first hold of each process lasts until `value` processes have held at once (or
+    MEET_WAIT has passed): the permits are then surely shared, however late the machine
+    starts one of the processes."""
     if world == "async":
         return asyncio.run(_cycle_async(url, cluster, name, value, cycles, start_at))
     r = sync_client(url, cluster)
@@ -52,10 +60,15 @@ def cycle_permits(
     r.ping()
     _start_together(start_at)
     ledger = []
-    for _ in range(cycles):
+    for cycle in range(cycles):
         with sem:
             entered = time.monotonic_ns()
             time.sleep(0.002)
+            if cycle == 0:
+                r.incr(f"meet:{name}")
+                stop = time.monotonic() + MEET_WAIT
+                while int(r.get(f"meet:{name}") or 0) < value and time.monotonic() < stop:
+                    time.sleep(0.001)
             ledger.append((entered, time.monotonic_ns()))
     r.close()
     return ledger
@@ -69,10 +82,17 @@ async def _cycle_async(
     await r.ping()
     _start_together(start_at)
     ledger = []
-    for _ in range(cycles):
+    for cycle in range(cycles):
         async with sem:
             entered = time.monotonic_ns()
             await asyncio.sleep(0.002)
+            if cycle == 0:  # see cycle_permits
+                await r.incr(f"meet:{name}")
+                stop = time.monotonic() + MEET_WAIT
+                while int(await r.get(f"meet:{name}") or 0) < value:
+                    if time.monotonic() >= stop:
+                        break
+                    await asyncio.sleep(0.001)
             ledger.append((entered, time.monotonic_ns()))
     await r.aclose()
     return ledger

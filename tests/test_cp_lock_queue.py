@@ -2,11 +2,12 @@
 
 The scenarios of the tests etcd keeps for its own `concurrency.Mutex` (a waiter whose
 session ends while it waits, waiters served one at a time, try-locks of which one wins, a
-waiter behind a vanished one that still waits for the holder), told again against
-seawall's locks; plus what an operator does to a lock by hand: revoke a waiter's lease,
-delete its queued key or node, clear every key of a "stuck" lock. A waiter whose place
-in the queue was taken away must never be granted the lock: it would hold it beside
-whoever comes next."""
+waiter behind a vanished one that still waits for the holder, an unlock without a hold, a
+holder locking again; docs/cp-lock-compat.md maps each Go test to its test here), told
+again against seawall's locks; plus what an operator does to a lock by hand: revoke a
+waiter's lease, delete its queued key or node, clear every key of a "stuck" lock. A
+waiter whose place in the queue was taken away must never be granted the lock: it would
+hold it beside whoever comes next."""
 
 from __future__ import annotations
 
@@ -266,6 +267,52 @@ def test_of_five_try_locks_one_wins(backend: Backend, world: str) -> None:
         assert sorted(won) == [False] * 4 + [True]
         winner = won.index(True)
         await owners[winner].do(locks[winner].release)
+
+    asyncio.run(both_ways(world, scenario))
+
+
+def test_a_release_without_a_hold_is_refused_before_and_after_one(
+    backend: Backend, world: str
+) -> None:
+    """etcd's TestMutexUnlock: Unlock of a mutex never locked, and again after its
+    Unlock, fails (ErrLockReleased there, LockNotOwnedError naming the lock here), and
+    the lock works in between."""
+    name = fresh()
+    lock = backend.lock(world, name)
+
+    async def scenario(make_owner: Any) -> None:
+        owner = make_owner()
+        with pytest.raises(seawall.LockNotOwnedError, match=name):
+            await owner.do(lock.release)
+        assert await owner.do(lock.acquire) is True
+        await owner.do(lock.release)
+        with pytest.raises(seawall.LockNotOwnedError, match=name):
+            await owner.do(lock.release)
+        assert not await owner.do(lock.locked)
+
+    asyncio.run(both_ways(world, scenario))
+
+
+def test_the_holder_acquiring_again_is_told_at_once_not_deadlocked(
+    backend: Backend, world: str
+) -> None:
+    """etcd's TestMutexSessionRelock: a session locking a mutex it already holds must not
+    deadlock (Go's Mutex, keyed by its session, grants it again). A seawall lock object is
+    what the session is there: its owner acquiring it again gets LockError at once,
+    blocking or timed, and keeps its hold."""
+    name = fresh()
+    lock = backend.lock(world, name)
+
+    async def scenario(make_owner: Any) -> None:
+        owner = make_owner()
+        assert await owner.do(lock.acquire) is True
+        for again in (lock.acquire, lambda: lock.acquire(timeout=5.0)):
+            started = time.monotonic()
+            with pytest.raises(seawall.LockError, match="not reentrant"):
+                await owner.do(again)
+            assert time.monotonic() - started < 2.0
+        assert await owner.do(lock.owned)
+        await owner.do(lock.release)
 
     asyncio.run(both_ways(world, scenario))
 

@@ -16,7 +16,7 @@ import pytest
 import redis
 from conftest import SPAWN
 from sinkdb import Database
-from sinkworkers import claim_and_hang, consume, consume_in_transaction
+from sinkworkers import claim_and_hang, consume, consume_in_transaction, start_together
 
 import seawall
 import seawall.aio
@@ -56,7 +56,7 @@ def test_same_messages_to_four_consumers_run_once_each(
         consume,
         [(seawall_url, "orders", ids, database.url, table, runs_key, start_key)] * CONSUMERS,
     )
-    seawall_redis.rpush(start_key, *range(CONSUMERS))
+    start_together(seawall_redis, start_key, CONSUMERS)
     outcomes = pending.get(120)
 
     assert int(seawall_redis.get(runs_key) or 0) == MESSAGES  # handler runs, all processes
@@ -86,7 +86,7 @@ def test_claim_message_in_the_transaction_writes_once(
         consume_in_transaction,
         [(database.url, table, dedupe, ids, seawall_url, start_key)] * CONSUMERS,
     )
-    seawall_redis.rpush(start_key, *range(CONSUMERS))
+    start_together(seawall_redis, start_key, CONSUMERS)
     written = pending.get(120)
     assert sum(written) == 100
     assert database.count(table) == 100 and database.count(dedupe) == 100

@@ -114,18 +114,18 @@ def test_a_wake_up_landing_as_a_wait_runs_out_still_counts(
     keys = lock_keys(name)
     assert _acquire(r, name, "X")[0] == 1
     window, go = threading.Event(), threading.Event()
-    plain_wait = waker_module.Turn.wait_signal
+    plain_wait = waker_module.Turn.wait_or_try
     plain_attempt = lock_module.Lock._attempt
     state = {"waits": 0, "released": False}
 
-    def wait_signal(turn: Any, timeout: float) -> bool:
+    def wait_or_try(turn: Any, timeout: float, *tries: Any) -> tuple[bool, Any]:
         state["waits"] += 1
         if state["waits"] > 1:
-            return plain_wait(turn, timeout)
-        plain_wait(turn, 0.05)  # the first wait runs out ...
-        window.set()  # ... and the wake-up lands before the next try
-        assert go.wait(10)
-        return False
+            return plain_wait(turn, timeout, *tries)
+        assert plain_wait(turn, 0.05, *tries) == (False, None)  # the first wait runs out ...
+        window.set()  # ... and the wake-up lands before the next try (none is left for
+        assert go.wait(10)  # the listener to make: it only wakes this waiter)
+        return False, None
 
     def attempt(lock: Any, *args: Any, **kwargs: Any) -> Any:
         outcome = plain_attempt(lock, *args, **kwargs)
@@ -135,7 +135,7 @@ def test_a_wake_up_landing_as_a_wait_runs_out_still_counts(
             r.delete(keys.key)
         return outcome
 
-    monkeypatch.setattr(waker_module.Turn, "wait_signal", wait_signal)
+    monkeypatch.setattr(waker_module.Turn, "wait_or_try", wait_or_try)
     monkeypatch.setattr(lock_module.Lock, "_attempt", attempt)
     lock = seawall.Lock(r, name, ttl=10.0)
     done: list[float] = []

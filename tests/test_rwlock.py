@@ -111,7 +111,10 @@ def test_readers_share_and_writers_exclude(target: Target, world: str) -> None:
 def test_context_manager_and_timeout(target: Target, world: str) -> None:
     async def body(env: World) -> None:
         rw = env.rwlock("cm", ttl=5.0, timeout=0.1)
-        blocker = rw.write()
+        # The holds that must succeed go through an object with a patient timeout: a first
+        # try on a new Cluster client (slots, script load) can take 0.1 s on a busy machine.
+        patient = env.rwlock("cm", ttl=5.0, timeout=5.0)
+        blocker = patient.write()
         assert await env(blocker.acquire)
         if env.world == "async":
             with pytest.raises(seawall.LockTimeout, match="'cm'"):
@@ -127,16 +130,16 @@ def test_context_manager_and_timeout(target: Target, world: str) -> None:
                 await asyncio.to_thread(enter)
         await env(blocker.release)
         if env.world == "async":
-            async with rw.read() as reader:
+            async with patient.read() as reader:
                 assert await reader.owned()
-            async with rw.write() as writer:
+            async with patient.write() as writer:
                 assert writer.fence == await env.fence(blocker) + 1
         else:
 
             def both() -> int:
-                with rw.read() as reader:
+                with patient.read() as reader:
                     assert reader.owned()
-                with rw.write() as writer:
+                with patient.write() as writer:
                     return int(writer.fence)
 
             assert await asyncio.to_thread(both) == await env.fence(blocker) + 1

@@ -150,11 +150,14 @@ def test_killed_writer_frees_the_lock_within_ttl(target: Target) -> None:
     try:
         assert pipe.poll(20)
         _, dead_fence = pipe.recv()
+        # Connected (on Cluster: its slot map read) before the kill, so the time measured
+        # is the lock's, not a connection's set-up on a busy machine.
+        client = target.sync()
+        client.ping()
+        rw = seawall.RWLock(client, "killed-writer", ttl=ttl)
+        reader, writer = rw.read(), rw.write()
         child.kill()
         killed_at = time.monotonic()
-        child.join(5)
-        rw = seawall.RWLock(target.sync(), "killed-writer", ttl=ttl)
-        reader, writer = rw.read(), rw.write()
         assert reader.acquire(timeout=ttl + 3)
         waited = time.monotonic() - killed_at
         assert reader.fence == dead_fence  # the reader sees the dead writer's hold as newest

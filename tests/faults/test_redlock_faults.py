@@ -30,6 +30,10 @@ NODE_TIMEOUT = 0.2
 # An attempt is one concurrent round (<= NODE_TIMEOUT) plus, on failure, one concurrent
 # release round (<= NODE_TIMEOUT); the rest is slack for this shared 2-core machine.
 SLACK = 0.25
+# Each acquire_in() makes new clients, so its first round also opens connections to five
+# masters (three of them frozen): on a starved worker that took 1.3 s once (run beside two
+# CPU burners). Still far from a hang: a frozen master with no socket timeout never answers.
+COLD_CLIENTS = 1.0
 
 
 def lock_keys(client: redis.Redis) -> list[bytes]:
@@ -91,13 +95,14 @@ def test_two_of_five_down_still_acquire_three_down_fail_fast(
     try:
         taken, took, _ = acquire_in(world, urls, "three-down", blocking=False)
         assert not taken
-        assert took <= 2 * NODE_TIMEOUT + SLACK  # attempt + release round, never a hang
+        # An attempt + a release round, never a hang.
+        assert took <= 2 * NODE_TIMEOUT + SLACK + COLD_CLIENTS
         taken, took, attempts = acquire_in(world, urls, "three-down", timeout=6 * NODE_TIMEOUT)
         assert not taken
         assert attempts >= 2  # retried after random delays
         # Each attempt: one round + one release round + a retry delay (<= 0.1 s).
-        assert took <= attempts * (2 * NODE_TIMEOUT + 0.1) + SLACK
-        assert took <= 8 * NODE_TIMEOUT + SLACK
+        assert took <= attempts * (2 * NODE_TIMEOUT + 0.1) + SLACK + COLD_CLIENTS
+        assert took <= 8 * NODE_TIMEOUT + SLACK + COLD_CLIENTS
         for client in reachable:
             assert lock_keys(client) == []
             assert client.exists("seawall:redlock:{three-down}:fence")  # granted, released
@@ -160,6 +165,9 @@ def test_sync_frozen_masters_do_not_exhaust_the_shared_pool(seawall_masters_fact
     assert len(pool_threads) <= _fanout.NODE_POOL_SIZE
 
 
+# A bound per acquire (0.2 s per node) that 8 threads missed beside the parallel workers
+# on 2 cores (healthy masters answered late, so acquires lacked a majority): run alone.
+@pytest.mark.serial
 def test_sync_master_frozen_mid_use_skipped_then_back_without_leaking(
     seawall_masters_factory: Any,
 ) -> None:

@@ -327,9 +327,12 @@ class LeaseHolder(Holder):
                     with until(give_up):
                         self._release_token(token)
                     return
-                except TimeoutError:
-                    # A sync client may refuse at once while an earlier request to a
-                    # frozen server is unanswered: try again until the lease is over.
+                except Exception:
+                    # A release is idempotent: try again until the lease is over. A sync
+                    # client may refuse at once while an earlier request to a frozen server
+                    # is unanswered (TimeoutError); a restarting server refuses connections;
+                    # redis-py may fail a call on a connection that a cancelled request
+                    # left half closed (an AttributeError from inside the client).
                     if _concurrency.monotonic() + pause >= give_up:
                         raise
                 sleep(pause)

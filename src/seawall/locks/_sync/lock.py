@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
 from seawall.errors import LockError, LockNotOwnedError, LockTimeout
 from seawall.locks import _lease
 from seawall.locks._sync.holder import LeaseHolder, Hold, HoldTable, left_until
-from seawall.locks._sync.waker import Waker
+from seawall.locks._sync.waker import Turn, Waker, Made
 from seawall.locks._lease import ms
 from seawall.locks._replication import DEFAULT_REPLICA_TIMEOUT, replica_policy
 from seawall.shared import _concurrency, _scripts, _tokens
@@ -130,9 +131,18 @@ class Lock(LeaseHolder):
             woken = promoted
             if promoted:
                 missed = None  # others tried since: look again
+            made: Made | None = None  # a try the waker's listener made for this waiter
             while True:
                 waiter_id = turn.waiter_id
-                if missed is not None and waiter_id is None:
+                if made is not None:
+                    ok, answer = made
+                    made = None
+                    if not ok:
+                        if isinstance(answer, TimeoutError):
+                            return False  # no reply by the deadline, as below
+                        raise answer
+                    outcome = answer
+                elif missed is not None and waiter_id is None:
                     # The claim's try was this turn's first try (unqueued, as it would be
                     # here): go on from its answer.
                     outcome, missed = missed, None
@@ -172,7 +182,36 @@ class Lock(LeaseHolder):
                     # Woken but beaten to it: wake-ups are throttled for a moment, so look
                     # again after that moment rather than wait for one.
                     pause = min(pause, _lease.WAKE_THROTTLE + 0.001)
-                woken = turn.wait_signal(pause)
+                # The try a wake-up calls for, made by the listener that hears it.
+                attempt = functools.partial(
+                    self._queued_attempt, turn, token, me, waiter_id, place, deadline
+                )
+                abandon = functools.partial(self._abandon, token, me)
+                woken, made = turn.wait_or_try(pause, attempt, abandon)
+
+    def _queued_attempt(
+        self,
+        turn: Turn,
+        token: str,
+        me: object,
+        waiter_id: str,
+        place: str,
+        deadline: float | None,
+    ) -> tuple[int, str] | None:
+        """A queued try of a waiting head, as the loop of `acquire` makes it."""
+        return self._attempt(token, me, waiter_id, place, turn.queueing(), deadline)
+
+    def _abandon(self, token: str, me: object, made: Made) -> None:
+        """A try made for a waiter that gave up meanwhile: give back what it was granted."""
+        ok, answer = made
+        if not ok or answer is not None:
+            return  # not granted (or it failed, and `_try_acquire` cleaned up)
+        hold = self._table.current(me)
+        if hold is not None and hold.token == token:
+            self._table.take(me)
+            if self._renew_leases:
+                self._get_renewer().discard(hold)
+            self._release_later(token, "cleanup")
 
     def _attempt(
         self,

@@ -6,8 +6,11 @@ queue talks to Redis, so 1,000 threads blocked on a lock use one pool connection
 attempts plus this waker's pub/sub connection. A failed attempt by a head also enters the
 process, by the waker's id, in the lock's queue in Redis (same script, no extra round
 trip). A release pops the process that has waited longest and publishes to that process's
-own channel; its waker wakes the local head, which tries at once. One process is woken per
-release, so contended locks cost no herd of failing attempts.
+own channel; its waker makes the local head's next try at once, from the listener that
+heard it, and wakes the head with the answer (a lock's head waits with that try ready:
+`Turn.wait_or_try`), so a hand-over waits for no thread to be scheduled before its
+request leaves. One process is woken per release, so contended locks cost no herd of
+failing attempts.
 
 Semaphores queue the same way under their own keys (a release wakes as many processes as
 there are free permits); `_OTHER_QUEUES` says how a process leaves their queues.
@@ -31,6 +34,7 @@ from typing import Any, cast
 
 import redis
 
+from seawall.errors import LockError
 from seawall.shared import _concurrency, _scripts
 from seawall.shared._sync.scripts import run_script
 from seawall.shared._bounded import execute, until, last_look
@@ -65,14 +69,25 @@ POLL = 1.0
 RECONNECT_BACKOFF = 0.05
 
 
+# What a try the listener made for a waiter brought: (True, the try's answer) or (False,
+# the exception it raised), as if the waiter had made it (see Turn.wait_or_try).
+Made = tuple[bool, Any]
+
+
 class _Waiter:
     """One blocked acquire. Events are made only when needed: most acquires never wait."""
 
-    __slots__ = ("signal", "turn")
+    __slots__ = ("abandon", "attempt", "made", "signal", "trying", "turn")
 
     def __init__(self) -> None:
         self.turn: Event | None = None  # set when this waiter becomes the head
         self.signal: Event | None = None  # set when the lock may have become free
+        # While the head waits in wait_or_try: its next try, for the listener to make.
+        self.attempt: Callable[[], Any] | None = None
+        self.trying = False  # the listener is making that try
+        self.made: Made | None = None  # its outcome, until the waiter takes it
+        # Set when the waiter gave up during the try: the listener gives back its grant.
+        self.abandon: Callable[[Made], None] | None = None
 
 
 class Turn:
@@ -151,6 +166,47 @@ class Turn:
     def wait_signal(self, timeout: float) -> bool:
         """Wait for a wake-up since the last `rearm`; False when `timeout` passed first."""
         return self._waker._signal_of(self._waiter).wait(timeout)
+
+    def wait_or_try(
+        self, timeout: float, attempt: Callable[[], Any], abandon: Callable[[Made], None]
+    ) -> tuple[bool, Made | None]:
+        """`wait_signal`, with the try a wake-up calls for made by the listener that hears
+        it: (woken, made), `made` None when the waiter must try itself.
+
+        `attempt` is the waiter's next try, the very call it would make (the acquire
+        script is idempotent for its token, so nothing depends on who sends it). The
+        listener sends it as soon as the wake-up arrives, from a thread (task) that is
+        already running, and wakes the waiter once, with the answer: a hand-over then
+        waits for no thread to be scheduled before its request leaves. A try in flight
+        when the wait ends is waited for (it ends by the acquire's deadline). If the
+        waiter is interrupted meanwhile, `abandon(made)` gives back what the try was
+        granted, by whichever side sees the outcome first.
+        """
+        waker, waiter = self._waker, self._waiter
+        signal = waker._signal_of(waiter)
+        with waker._mutex:
+            waiter.attempt = attempt
+        try:
+            woken = signal.wait(timeout)
+            while True:
+                with waker._mutex:
+                    waiter.attempt = None
+                    if not waiter.trying:
+                        made, waiter.made = waiter.made, None
+                        if made is not None:
+                            signal.clear()  # that wake-up was the try's: it is answered
+                        return woken or made is not None, made
+                signal.wait(None)  # the try's end sets it
+                woken = True
+        except BaseException:
+            with waker._mutex:
+                waiter.attempt = None
+                made, waiter.made = waiter.made, None
+                if waiter.trying:
+                    waiter.abandon = abandon
+            if made is not None:
+                abandon(made)
+            raise
 
 
 class Waker:
@@ -256,6 +312,44 @@ class Waker:
             self._signal_locked(queue[0])
             return True
 
+    def _take_attempt(self, key: str) -> tuple[str, _Waiter, Callable[[], Any]] | None:
+        """The local head for `key` and its try, if it waits with one for the listener."""
+        with self._mutex:
+            queue = self._queues.get(key)
+            head = queue[0] if queue else None
+            if head is None or head.attempt is None:
+                return None
+            attempt, head.attempt = head.attempt, None
+            head.trying = True
+            return key, head, attempt
+
+    def _try_for(self, key: str, head: _Waiter, attempt: Callable[[], Any]) -> None:
+        """Make `head`'s try (see Turn.wait_or_try), then wake it with the outcome."""
+        made: Made
+        try:
+            made = (True, attempt())
+        except Exception as exc:  # the waiter's to raise, as if it had tried itself
+            made = (False, exc)
+        except BaseException:
+            # This listener itself is stopping (its loop ends, the interpreter exits): not
+            # the waiter's cancellation, which must not reach it.
+            stopped = LockError(
+                f"the wake-up listener stopped while trying for {key!r}: the acquire ends"
+            )
+            self._tried(head, (False, stopped))
+            raise
+        self._tried(head, made)
+
+    def _tried(self, head: _Waiter, made: Made) -> None:
+        with self._mutex:
+            head.trying = False
+            abandon, head.abandon = head.abandon, None
+            if abandon is None:
+                head.made = made
+                self._signal_locked(head)
+        if abandon is not None:
+            abandon(made)
+
     def _wake_all(self) -> None:
         with self._mutex:
             for queue in self._queues.values():
@@ -311,7 +405,10 @@ class Waker:
                 self._wake_all()
         elif kind == "message":
             key = _scripts.reply_text(message["data"])
-            if self._wake(key):
+            taken = self._take_attempt(key)
+            if taken is not None:
+                self._try_for(*taken)
+            elif self._wake(key):
                 # Let the woken waiter run now, before this listener goes back to reading
                 # (in sync code it would otherwise wait for this thread to let go of the
                 # GIL, at its next blocking read).
