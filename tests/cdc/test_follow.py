@@ -38,7 +38,12 @@ def test_insert_update_delete_invalidate_l2_and_another_clients_l1(
     wait_until(lambda: users.get_or_load(1, lambda: row(1)[0][0]) == "Anna", 5, "update seen")
     database.execute("DELETE FROM users WHERE id = 2")
     wait_until(lambda: not in_redis(writer, "users", 2), 10, "delete invalidates L2")
-    assert users.get_or_load(2, lambda: row(2)[0][0] if row(2) else None) is None
+    # The other client's L1 hears of it a moment after Redis (the invalidation message).
+    wait_until(
+        lambda: users.get_or_load(2, lambda: row(2)[0][0] if row(2) else None) is None,
+        5,
+        "delete reaches the other client's L1",
+    )
     database.execute("INSERT INTO users VALUES (3, 'c@x', 'Cy')")
     wait_until(
         lambda: users.get_or_load(3, lambda: row(3)[0][0] if row(3) else None) == "Cy",

@@ -8,9 +8,13 @@ change. Once the faults heal, every key changed after it was cached must be gone
 Redis and from the reader's L1 (its namespace cleared counts, if a follower said why)
 within BOUND seconds: 0 misses.
 
-SEAWALL_CHAOS_SCHEDULES sets how many schedules run per source (`scripts/dev.py soak
-follow` runs 20), SEAWALL_CHAOS_SEEDS which ones; every fault kind is in the first two
-(seeds 0 and 1: seed 1 found the PostgreSQL table swapped while no follower ran).
+The test command runs 20 fixed schedules per source, split into CHUNKS test items (each
+on a setup of its own, so pytest-xdist spreads them). Schedules 0 and 1 inject five faults
+each, every kind between them (seed 1 found the PostgreSQL table swapped while no follower
+ran); each later one injects SEAWALL_CHAOS_FAULTS (2 in the test command, 5 in the soak):
+the kind FAULTS[seed % 9] first, so every 9 consecutive schedules inject each kind, and
+the others drawn by its seed. SEAWALL_CHAOS_SCHEDULES sets how many schedules run per
+source (`scripts/dev.py soak follow` runs 60), SEAWALL_CHAOS_SEEDS which ones.
 """
 
 from __future__ import annotations
@@ -31,10 +35,15 @@ from cdc import chaos
 from cdc.helpers import FollowerProcess
 from cdc.mariadb_database import MariaDBDatabase
 
-SCHEDULES = int(os.environ.get("SEAWALL_CHAOS_SCHEDULES", "2"))
-# The schedules' seeds, run in this order on one setup; SEAWALL_CHAOS_SEEDS="14,3" picks
-# some (a schedule that found a difference is kept as a fixed seed).
-SEEDS = [int(s) for s in os.environ.get("SEAWALL_CHAOS_SEEDS", "").split(",") if s.strip()]
+SCHEDULES = int(os.environ.get("SEAWALL_CHAOS_SCHEDULES", "20"))
+# The schedules' seeds; SEAWALL_CHAOS_SEEDS="14,3" picks some (a schedule that found a
+# difference is kept as a fixed seed).
+SEEDS = [int(s) for s in os.environ.get("SEAWALL_CHAOS_SEEDS", "").split(",") if s.strip()] or list(
+    range(SCHEDULES)
+)
+# Test items per source: seeds chunk, chunk + CHUNKS, ... run in order on one setup
+# (a setup costs about 4 s; a schedule of two faults about 2.5 s).
+CHUNKS = min(2, len(SEEDS))
 TTL = 1.0  # the election's lease: every pause below outlasts it
 # From the last fault's end to the last owed invalidation seen. Worst seen in the soak:
 # see docs/cdc.md; recovery waits on backoffs of up to 5 s, so allow twice that and more.
@@ -50,12 +59,20 @@ FAULTS = (
     "rename_swap",
     "truncate",
 )
-PER_SCHEDULE = 5  # schedules 0 and 1 together inject every kind
+# Faults per schedule after the first two. Most of a schedule's time is its pauses past
+# the ttl (a stopped leader, a frozen Redis, a silenced stream: 1.2-1.8 s each), so the
+# test command's 20 schedules take two faults each; the soak's, five.
+PER_SCHEDULE = int(os.environ.get("SEAWALL_CHAOS_FAULTS", "2"))
+FIRST = 2  # schedules of five faults each, every kind between them
 SPAWN = multiprocessing.get_context("spawn")
 
 
 def kinds(schedule: int) -> list[str]:
-    return [FAULTS[(schedule * PER_SCHEDULE + j) % len(FAULTS)] for j in range(PER_SCHEDULE)]
+    if schedule < FIRST:
+        return [FAULTS[(schedule * 5 + j) % len(FAULTS)] for j in range(5)]
+    first = FAULTS[schedule % len(FAULTS)]
+    others = [kind for kind in FAULTS if kind != first]
+    return [first, *random.Random(schedule).sample(others, min(PER_SCHEDULE, 9) - 1)]
 
 
 class Rig:
@@ -336,12 +353,19 @@ def _wait(condition: Callable[[], bool], timeout: float) -> bool:
     return True
 
 
-def test_no_invalidation_is_lost_under_chaos(rig: Rig) -> None:
+def test_every_fault_kind_is_scheduled_in_the_test_command() -> None:
+    seen = [kind for seed in range(20) for kind in kinds(seed)]
+    assert all(seen.count(kind) >= 3 for kind in FAULTS), seen
+    assert all(len(set(kinds(seed))) == len(kinds(seed)) for seed in range(20))
+
+
+@pytest.mark.parametrize("chunk", range(CHUNKS))
+def test_no_invalidation_is_lost_under_chaos(rig: Rig, chunk: int) -> None:
     rig.writer.populate()
     rig.start_follower()
     rig.followers[0].wait_streaming()
     totals = {"schedules": 0, "faults": 0, "owed": 0, "worst": 0.0}
-    for schedule in SEEDS or range(SCHEDULES):
+    for schedule in SEEDS[chunk::CHUNKS]:
         rng = random.Random(schedule)
         stop = threading.Event()
         writer = threading.Thread(target=rig.write, args=(random.Random(schedule + 1000), stop))

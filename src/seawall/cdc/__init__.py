@@ -22,9 +22,10 @@ from seawall.cdc._events import (
     TableReset,
     TxEnd,
 )
-from seawall.cdc._follower import Follower, FollowerStatus
+from seawall.cdc._follower import Follower
 from seawall.cdc._mapping import MapError, TableMap, parse_map
 from seawall.cdc._sources import open_source
+from seawall.cdc._status import FollowerStatus
 
 __all__ = [
     "Event",

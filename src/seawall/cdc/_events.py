@@ -52,8 +52,9 @@ class TxEnd:
     """A transaction boundary: everything before it is one committed transaction.
 
     `position` is opaque text the source can resume after (an LSN, a GTID, or
-    "file:offset"); the follower checkpoints it once the changes before it are
-    invalidated. `committed_at` is the commit's wall-clock time (seconds since the
+    "file:offset"; after a space, whatever else the source keeps with it, which the
+    follower does not show); the follower checkpoints it once the changes before it
+    are invalidated. `committed_at` is the commit's wall-clock time (seconds since the
     epoch) when the log has it, for lag.
     """
 

@@ -31,10 +31,17 @@ from seawall.cdc._events import (
     TableReset,
     TxEnd,
 )
-from seawall.cdc._invalidate import invalidate, new_sender, read_checkpoint, write_checkpoint
+from seawall.cdc._invalidate import (
+    invalidate,
+    new_sender,
+    read_checkpoint,
+    read_checkpoint_server,
+    write_checkpoint,
+)
 from seawall.cdc._keys import Unkeyable, key_text
 from seawall.cdc._mapping import TableMap, parse_maps
 from seawall.cdc._notices import Notices
+from seawall.cdc._status import FollowerStatus
 from seawall.errors import LockError
 from seawall.locks._sync.lock import Lock
 from seawall.metrics._families import FOLLOWER_CLEARS, FOLLOWER_EVENTS, FOLLOWER_LAG
@@ -49,35 +56,8 @@ _MAX_BACKOFF = 5.0
 _READ_WAIT = 0.25
 # A stream that lasted this long was healthy: its loss is reconnected at once.
 _STABLE = 5.0
-
-
-@dataclass(frozen=True, slots=True)
-class FollowerStatus:
-    """What `Follower.status()` and the `--json` lines report."""
-
-    source: str
-    leader: bool
-    streaming: bool  # elected and reading the log
-    position: str | None  # the last checkpointed position
-    # The age of the oldest change read and not yet invalidated (its commit to now), or,
-    # with none waiting, the commit-to-invalidated delay of the last transaction of the
-    # interval; 0 when idle.
-    lag_seconds: float
-    events_per_second: float  # row changes over the last status interval
-    row_changes: int  # since start
-    invalidated: int  # cache keys voided since start (after de-duplication per batch)
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "source": self.source,
-            "leader": self.leader,
-            "streaming": self.streaming,
-            "position": self.position,
-            "lag_seconds": round(self.lag_seconds, 6),
-            "events_per_second": round(self.events_per_second, 1),
-            "row_changes": self.row_changes,
-            "invalidated": self.invalidated,
-        }
+# How often the checkpoint's copy under the source's address follows it (see _lead).
+_ADDRESS_COPY_EVERY = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,6 +135,10 @@ class Follower:
         self._deposed = threading.Event()
         self._targets: dict[str, list[_Target]] = {}  # table -> its namespaces
         self._key = source.name  # the election's and the checkpoint's (see _prepare)
+        # Whether the checkpoint is also copied under the source's name (its address), for
+        # the next server behind that address (see _lead), and when it last was.
+        self._address_copy = False
+        self._copied = 0.0
         self._leader = False
         self._streaming = False
         self._position: str | None = None
@@ -252,7 +236,9 @@ class Follower:
             source=self.source.name,
             leader=self._leader,
             streaming=self._streaming,
-            position=self._position,
+            # The position as a reader knows it (an LSN, a GTID): a source may keep more
+            # after a space, for itself (PostgreSQL: the tables' OIDs).
+            position=self._position.partition(" ")[0] if self._position else self._position,
             lag_seconds=self._current_lag(),
             events_per_second=self._rate,
             row_changes=self._changes,
@@ -282,19 +268,29 @@ class Follower:
         self._key = getattr(self.source, "election_name", None) or self.source.name
         if self._key != self.source.name:
             log.info("seawall follow: %s is %s", self.source.name, self._key)
+        # A source whose identity is not shared by the replica that replaces it (MariaDB)
+        # also keeps the checkpoint under its address: the followers of the server behind
+        # that address after a failover resume from it.
+        self._address_copy = self._key != self.source.name and hasattr(self.source, "portable")
 
     def _lead(self, fence: int, first_start: bool) -> None:
         position, fence_seen = self._redis_call(lambda: read_checkpoint(self._redis, self._key))
-        if not position and not fence_seen and self._key != self.source.name:
-            # Written by a follower that keyed its checkpoint by the URL's spelling.
-            position, _ = self._redis_call(lambda: read_checkpoint(self._redis, self.source.name))
+        gap: LogGap | None = None
+        # (With an address copy, also after a leader that claimed its election's
+        # checkpoint died before it had a position: the copy may name a gap.)
+        if (
+            not position
+            and self._key != self.source.name
+            and (not fence_seen or self._address_copy)
+        ):
+            position, gap = self._address_checkpoint()
         position = position or None
         # Claim the checkpoint with our fence at once: from now on a deposed follower's
         # writes are refused.
-        self._checkpoint(position or "", fence)
+        self._checkpoint(position or "", fence, copy=True)
         self._leader = True
         self._position = position
-        self._open(position, fence, first=first_start)
+        self._open(position, fence, first=first_start, gap=gap)
         self._streaming = True
         log.info(
             "seawall follow: streaming %s from %s",
@@ -334,9 +330,36 @@ class Follower:
                 self._apply(events, fence)
             self._report()
 
-    def _open(self, position: str | None, fence: int, *, first: bool) -> None:
+    def _address_checkpoint(self) -> tuple[str | None, LogGap | None]:
+        """The checkpoint kept under the source's address, for an election that has none
+        of its own: written by a follower of the server that was behind this address
+        before a failover (or by a version that kept it only there). A position of
+        another server that is not valid on this one (a binlog file offset) is a gap."""
+        position, _ = self._redis_call(lambda: read_checkpoint(self._redis, self.source.name))
+        if not position:
+            return None, None
+        server = self._redis_call(lambda: read_checkpoint_server(self._redis, self.source.name))
+        portable = getattr(self.source, "portable", None)
+        if server is None or server == self._key or portable is None or portable(position):
+            if server is not None and server != self._key:
+                log.info(
+                    "seawall follow: %s is a new server behind %s; resuming from the "
+                    "checkpoint of %s",
+                    self._key,
+                    self.source.name,
+                    server,
+                )
+            return position, None
+        return None, LogGap(
+            f"the checkpoint of {self.source.name} ({position}) was read from another server "
+            f"({server}), and {self._key} has no such position"
+        )
+
+    def _open(
+        self, position: str | None, fence: int, *, first: bool, gap: LogGap | None = None
+    ) -> None:
         delay = 0.2
-        gap = False
+        known_gap, gap_found = gap, False
         while True:
             # Still the leader? A successor claims the checkpoint as soon as it is
             # elected, so our fence is refused then (and we raise _Deposed): a follower
@@ -345,9 +368,12 @@ class Follower:
                 raise _Deposed
             self._checkpoint(self._position or "", fence)
             try:
-                started = self.source.open(None if gap else position)
+                if known_gap is not None:
+                    found, known_gap = known_gap, None
+                    raise found
+                started = self.source.open(None if gap_found else position)
             except LogGap as exc:
-                if gap:
+                if gap_found:
                     raise  # from the source's own position: cannot happen
                 if self.on_gap == "stop":
                     raise SourceError(
@@ -361,7 +387,7 @@ class Follower:
                     exc,
                     ", ".join(sorted(self._namespaces())),
                 )
-                gap = True
+                gap_found = True
                 continue
             except SourceError as exc:
                 if first:
@@ -369,18 +395,18 @@ class Follower:
                 log.warning("seawall follow: %s; retrying in %.1f s", exc, delay)
                 self._report()  # status lines go on while the source is away
             else:
-                if gap:
+                if gap_found:
                     # Cleared once the new start is fixed: a row cached before the clear
                     # is gone, a change after the start is streamed.
                     self._clear_all(_GAP)
-                    self._checkpoint(started or "", fence)
+                    self._checkpoint(started or "", fence, copy=True)
                     self._position = started
                     return
                 if position is None and started:
                     # A source that starts "from now" (MariaDB): without this, a leader
                     # killed before its first transaction leaves no checkpoint and its
                     # successor's later "now" skips what was committed in between.
-                    self._checkpoint(started, fence)
+                    self._checkpoint(started, fence, copy=True)
                     self._position = started
                 return
             if self._stop.wait(delay):
@@ -503,12 +529,24 @@ class Follower:
         # order.
         return ":".join(key_text(v, target.namespace) for v in values)
 
-    def _checkpoint(self, position: str, fence: int) -> None:
+    def _checkpoint(self, position: str, fence: int, *, copy: bool = False) -> None:
         accepted = self._redis_call(
             lambda: write_checkpoint(self._redis, self._key, position, fence)
         )
         if not accepted:
             raise _Deposed
+        if not self._address_copy or not position:
+            return
+        now = time.monotonic()
+        if copy or now - self._copied >= _ADDRESS_COPY_EVERY:
+            # Refused only when a follower of a later election wrote it (fences grow
+            # with the clock across lock names): never a reason to stand down here.
+            self._redis_call(
+                lambda: write_checkpoint(
+                    self._redis, self.source.name, position, fence, server=self._key
+                )
+            )
+            self._copied = now
 
     def _redis_call(self, call: Callable[[], Any]) -> Any:
         """`call()` until Redis answers: nothing moves on past a step Redis did not take."""

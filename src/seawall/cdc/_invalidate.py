@@ -21,7 +21,14 @@ from seawall.shared import _scripts
 from seawall.shared._keys import tagged
 from seawall.shared._sync.scripts import run_script
 
-__all__ = ["checkpoint_key", "invalidate", "new_sender", "read_checkpoint", "write_checkpoint"]
+__all__ = [
+    "checkpoint_key",
+    "invalidate",
+    "new_sender",
+    "read_checkpoint",
+    "read_checkpoint_server",
+    "write_checkpoint",
+]
 
 _CHECKPOINT = _scripts.load("seawall.cdc", "cdc_checkpoint")
 
@@ -72,7 +79,17 @@ def read_checkpoint(client: Any, source_name: str) -> tuple[str | None, int]:
     return position, int(fence) if fence is not None else 0
 
 
-def write_checkpoint(client: Any, source_name: str, position: str, fence: int) -> bool:
-    """Store `position` unless a follower with a newer fence wrote; False: deposed."""
+def read_checkpoint_server(client: Any, source_name: str) -> str | None:
+    """The server a checkpoint's position was read from, if its writer named one."""
+    server = client.hget(checkpoint_key(source_name), "server")
+    return server.decode() if isinstance(server, bytes) else server
+
+
+def write_checkpoint(
+    client: Any, source_name: str, position: str, fence: int, server: str | None = None
+) -> bool:
+    """Store `position` (and the `server` it was read from, if given) unless a follower
+    with a newer fence wrote; False: deposed."""
     key = checkpoint_key(source_name)
-    return bool(run_script(client, _CHECKPOINT, (key,), (fence, position)))
+    args = (fence, position) if server is None else (fence, position, server)
+    return bool(run_script(client, _CHECKPOINT, (key,), args))

@@ -87,6 +87,10 @@ class MariaDBSource:
         self._tables: list[str] | None = None  # None: every table of the database
         self._uuids: dict[str, frozenset[str]] = {}  # table -> its UUID columns
         self._server_id = 0  # the replica id of the open stream
+        #: What followers elect by: the server's own identity, known once watch() has
+        #: connected (see _identity). The checkpoint is kept under it too, and copied
+        #: under `name`, the address, where the next server behind it finds it.
+        self.election_name: str | None = None
 
     # -- Source ------------------------------------------------------------------------
 
@@ -165,6 +169,13 @@ class MariaDBSource:
             )
             if found:
                 self._uuids[f"{self.url.database}.{name}"] = frozenset(str(r[0]) for r in found)
+        self.election_name = self._identity()
+
+    def portable(self, position: str) -> bool:
+        """Whether `position` is valid on every server of the replication topology: a
+        MariaDB GTID position is (a promoted replica has the same GTIDs), a binlog file
+        offset names one server's files."""
+        return position.startswith("gtid:")
 
     def open(self, resume_after: str | None) -> str:
         """Check the server and start reading after `resume_after` (None: from now).
@@ -240,6 +251,23 @@ class MariaDBSource:
                 control.close()
 
     # -- internals -----------------------------------------------------------------------
+
+    def _identity(self) -> str:
+        """The followed database by the server's own identity, which every spelling of
+        its address shares (127.0.0.1, localhost, a DNS name): MariaDB's server_uid
+        (from a MAC address and the port) or MySQL's server_uuid, with the host name and
+        port the server reports. Unlike PostgreSQL's system identifier it is not shared
+        by replicas: a failover to a replica is a new identity (see Follower)."""
+        found = dict(
+            (str(name).lower(), str(value))
+            for name, value in self._query(
+                "SHOW GLOBAL VARIABLES WHERE Variable_name IN "
+                "('server_uid', 'server_uuid', 'hostname', 'port')"
+            )
+        )
+        uid = found.get("server_uid") or found.get("server_uuid") or "-"
+        host = f"{found.get('hostname', '')}:{found.get('port', '')}"
+        return f"mariadb:{uid}@{host}/{self.url.database}"
 
     def _settings(self, **extra: Any) -> dict[str, Any]:
         return {

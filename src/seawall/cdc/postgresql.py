@@ -13,6 +13,8 @@ URL: postgresql://user[:password]@host:port/dbname[?slot=NAME&publication=NAME&s
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import json
 import logging
 import re
 import select
@@ -67,6 +69,31 @@ _TCP_KEEPALIVES = {
 }
 # How often the followed tables' OIDs are looked at (a rename-swap, a DROP and CREATE).
 _TABLE_CHECK = 1.0
+
+
+# A position this source hands out is the LSN followed by the OIDs of the followed tables
+# at that point of the stream ('0/16B3748 {"public.users":16384}'): a checkpoint then says
+# which table each followed name meant when everything before it was invalidated. A
+# follower that added a replaced table to the publication, then stopped before clearing
+# its namespaces, leaves a checkpoint with the old OID, and the next open() clears them.
+def _with_oids(lsn: str, oids: Mapping[str, int | None]) -> str:
+    return f"{lsn} {json.dumps(dict(sorted(oids.items())), separators=(',', ':'))}"
+
+
+def _lsn_of(position: str) -> str:
+    return position.partition(" ")[0]
+
+
+def _oids_of(position: str) -> dict[str, int | None] | None:
+    """The OIDs a position carries; None for a bare LSN (written by an earlier version)."""
+    text = position.partition(" ")[2]
+    if not text:
+        return None
+    try:
+        found = json.loads(text)
+    except ValueError:
+        return None
+    return found if isinstance(found, dict) else None
 
 
 class PostgresSource(PostgresSetup):
@@ -209,9 +236,11 @@ class PostgresSource(PostgresSetup):
                 # (kept until then, whatever fails first). A first start owes nothing.
                 cause = "the table was not published (replaced while no follower watched)"
                 self._unpublished += [TableReset(t, cause) for t in added]
+            if resume_after:
+                self._unpublished += self._replaced_since(resume_after, added)
             slot_lsn = self._ensure_slot()
             if resume_after:
-                self._check_gap(resume_after, slot_lsn)
+                self._check_gap(_lsn_of(resume_after), slot_lsn)
         try:
             # pgoutput sends text in the connection's client encoding: UTF-8 whatever
             # the database's own (a LATIN1 database's values would not decode).
@@ -223,7 +252,7 @@ class PostgresSource(PostgresSetup):
             self._cursor.start_replication(
                 slot_name=self.slot,
                 decode=False,
-                start_lsn=parse_lsn(resume_after) if resume_after else 0,
+                start_lsn=parse_lsn(_lsn_of(resume_after)) if resume_after else 0,
                 options={"proto_version": "1", "publication_names": self.publication},
                 status_interval=_STATUS_INTERVAL,
             )
@@ -236,9 +265,37 @@ class PostgresSource(PostgresSetup):
         self._offered = 0  # the last idle position handed on as a TxEnd
         self._heard = self._asked = time.monotonic()  # server traffic; our last ask
         self._received = 0  # the last data message's position
-        self._confirmed = parse_lsn(resume_after) if resume_after else 0
+        self._confirmed = parse_lsn(_lsn_of(resume_after)) if resume_after else 0
+
+    def _replaced_since(self, resume_after: str, added: Sequence[str]) -> list[Event]:
+        """A TableReset per followed table whose OID differs from the one `resume_after`
+        was checkpointed with (the follower that saw it replaced stopped before its
+        clear: see _with_oids). Tables just added to the publication are reset already."""
+        then = _oids_of(resume_after)
+        if then is None:
+            return []
+        now = self._table_oids()
+        cause = "the table was replaced, and the follower that saw it stopped before clearing"
+        return [
+            TableReset(table, cause)
+            for table, oid in then.items()
+            if oid is not None and table in now and now[table] != oid and table not in added
+        ]
 
     def read(self, timeout: float) -> Sequence[Event]:
+        events = self._read(timeout)
+        if not any(isinstance(e, TxEnd) for e in events):
+            return events
+        # Every transaction end of this batch comes after the resets of its table check:
+        # its position carries the OIDs those resets stand for.
+        return [
+            dataclasses.replace(e, position=_with_oids(e.position, self._oids))
+            if isinstance(e, TxEnd)
+            else e
+            for e in events
+        ]
+
+    def _read(self, timeout: float) -> Sequence[Event]:
         cursor = self._cursor
         if cursor is None:
             raise SourceError(f"{self.where}: read() before open()")
@@ -282,7 +339,7 @@ class PostgresSource(PostgresSetup):
     def confirm(self, position: str) -> None:
         if self._cursor is None:
             return
-        self._confirmed = max(self._confirmed, parse_lsn(position))
+        self._confirmed = max(self._confirmed, parse_lsn(_lsn_of(position)))
         try:
             self._cursor.send_feedback(flush_lsn=self._confirmed)
         except psycopg2.Error as exc:
