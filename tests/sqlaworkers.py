@@ -3,14 +3,16 @@ processes, which is why they live outside the test modules)."""
 
 from __future__ import annotations
 
+import contextlib
 import enum
+from collections.abc import AsyncIterator
 from typing import Any
 
 import redis
 from sqlalchemy import JSON, Column, ForeignKey, PickleType, Table, create_engine, event, select
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship, sessionmaker
 
-from seawall.sqlalchemy import QueryCache, cached
+from seawall.sqlalchemy import AsyncQueryCache, QueryCache, cached
 
 
 class Base(DeclarativeBase):
@@ -110,3 +112,41 @@ def rename_in_child(db_url: str, redis_url: str, namespace: str, user_id: int, n
         session.commit()
     engine.dispose()
     return reads
+
+
+def async_url(url: str) -> str:
+    """The asyncio twin of a sync test's URL: psycopg's async mode, aiosqlite."""
+    return url.replace("postgresql+psycopg:", "postgresql+psycopg_async:").replace(
+        "sqlite:", "sqlite+aiosqlite:", 1
+    )
+
+
+def enforce_foreign_keys(engine: Any) -> None:
+    """SQLite applies ON DELETE CASCADE only with PRAGMA foreign_keys on, per connection."""
+    target = getattr(engine, "sync_engine", engine)
+    if target.dialect.name == "sqlite":
+
+        @event.listens_for(target, "connect")
+        def on(dbapi_connection: Any, record: Any) -> None:
+            cursor = dbapi_connection.cursor()
+            cursor.execute("PRAGMA foreign_keys = ON")
+            cursor.close()
+
+
+@contextlib.asynccontextmanager
+async def async_cached(
+    url: str, target: Any, namespace: str, *, engine_options: Any = None, **session_options: Any
+) -> AsyncIterator[Any]:
+    """An async_sessionmaker on `url` (a sync test's URL) attached to an AsyncQueryCache
+    on the target's Redis; the engine and client are closed on leaving. Create it inside
+    the running loop."""
+    from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
+
+    engine = create_async_engine(async_url(url), **(engine_options or {}))
+    client = target.aio()
+    try:
+        factory = async_sessionmaker(engine, **session_options)
+        yield AsyncQueryCache(client, namespace).attach(factory)
+    finally:
+        await client.aclose()
+        await engine.dispose()

@@ -1,7 +1,8 @@
 """seawall.sqlalchemy: tokens are dropped after the COMMIT that makes writes visible, not
 before and not never: a session joined to a transaction begun outside it (SQLAlchemy's
 recipe for test suites) waits for that transaction's COMMIT, and writes on an AUTOCOMMIT
-connection are acted on as they run. SQLite and a private PostgreSQL, sync and asyncio."""
+connection are acted on as they run, and a SELECT whose CTE writes is a write (PostgreSQL
+only: SQLite has none). SQLite and a private PostgreSQL, sync and asyncio."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from sqlalchemy import create_engine, select, update
 from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 from sqlalchemy.orm import sessionmaker
-from sqlaworkers import User
+from sqlaworkers import User, async_cached
 
 from seawall.sqlalchemy import AsyncQueryCache, QueryCache, cached
 
@@ -67,29 +68,45 @@ def test_writes_on_an_autocommit_connection(db_url: str, standalone: Any) -> Non
     engine.dispose()
 
 
-def test_asyncio_session_joined_to_an_outer_transaction(pg_url: str, standalone: Any) -> None:
+def test_asyncio_session_joined_to_an_outer_transaction(db_url: str, standalone: Any) -> None:
     async def main() -> None:
-        engine = create_async_engine(pg_url.replace("+psycopg", "+psycopg_async"))
-        client = standalone.aio()
-        factory = AsyncQueryCache(client, "joined").attach(async_sessionmaker(engine))
+        async with async_cached(db_url, standalone, "joined") as factory:
+            engine = factory.kw["bind"]
 
-        async def read() -> list[str]:
-            async with factory() as session:
-                return list((await session.execute(QUERY)).scalars())
+            async def read() -> list[str]:
+                async with factory() as session:
+                    return list((await session.execute(QUERY)).scalars())
 
-        try:
             assert await read() == ["ann", "bob"]
             async with engine.connect() as conn:
                 outer = await conn.begin()
                 async with factory(bind=conn) as session:
                     (await session.get(User, 1)).name = "anne"
-                    await session.commit()
+                    await session.commit()  # commits nothing: the outer transaction is open
                 assert await read() == ["ann", "bob"]
                 await outer.commit()
-            assert await read() == ["anne", "bob"]
-        finally:
-            await client.aclose()
-            await engine.dispose()
+            assert await read() == ["anne", "bob"], "the real COMMIT invalidated nothing"
+
+    asyncio.run(main())
+
+
+def test_asyncio_writes_on_an_autocommit_connection(db_url: str, standalone: Any) -> None:
+    async def main() -> None:
+        options = {"isolation_level": "AUTOCOMMIT"}
+        async with async_cached(db_url, standalone, "ac", engine_options=options) as factory:
+
+            async def read() -> list[str]:
+                async with factory() as session:
+                    return list((await session.execute(QUERY)).scalars())
+
+            assert await read() == ["ann", "bob"]
+            async with factory() as session:
+                await session.execute(update(User).where(User.id == 1).values(name="anne"))
+                assert await read() == ["anne", "bob"], "committed, yet the old rows are served"
+            async with factory() as session:
+                (await session.get(User, 2)).name = "bobby"
+                await session.flush()
+                assert await read() == ["anne", "bobby"]
 
     asyncio.run(main())
 
@@ -100,6 +117,8 @@ def renamed_by_cte(session: Any, name: str, *options: Any) -> list[int]:
 
 
 def test_a_select_with_a_data_modifying_cte_is_a_write(pg_url: str, standalone: Any) -> None:
+    """PostgreSQL only: SQLite has no data-modifying CTE (a WITH clause holds a SELECT
+    only), so the statement cannot be written there."""
     engine = create_engine(pg_url)
     factory = sessionmaker(engine)
     QueryCache(standalone.sync(), "cte").attach(factory)
@@ -118,6 +137,8 @@ def test_a_select_with_a_data_modifying_cte_is_a_write(pg_url: str, standalone: 
 
 
 def test_asyncio_data_modifying_cte(pg_url: str, standalone: Any) -> None:
+    """PostgreSQL only, as above."""
+
     async def main() -> None:
         engine = create_async_engine(pg_url.replace("+psycopg", "+psycopg_async"))
         client = standalone.aio()

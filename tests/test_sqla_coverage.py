@@ -1,9 +1,11 @@
 """seawall.sqlalchemy: a cached result is keyed by every table it reads, also those the
 statement does not name: a column_property's subquery, a relationship's custom join
-condition. SQLite and a private PostgreSQL."""
+condition, a loader option's SQL; a view only with its base tables declared. SQLite and a
+private PostgreSQL, sync and asyncio."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from typing import Any, ClassVar
 
@@ -20,7 +22,7 @@ from sqlalchemy.orm import (
     with_expression,
     with_loader_criteria,
 )
-from sqlaworkers import Counter
+from sqlaworkers import Counter, async_cached
 
 from seawall.sqlalchemy import QueryCache, cached
 
@@ -176,3 +178,63 @@ def test_tables_loader_options_read(db_url: str, standalone: Any) -> None:
         session.commit()
     assert read() == ([True, False], [2]), "a write to a loader option's table was not seen"
     engine.dispose()
+
+
+def test_asyncio_tables_the_statement_does_not_name(db_url: str, standalone: Any) -> None:
+    is_flagged = select(Flag.post_id).where(Flag.post_id == Post.id).exists()
+    flagged = select(Post).order_by(Post.id).options(with_expression(Post.flagged, is_flagged))
+
+    async def main() -> None:
+        async with async_cached(db_url, standalone, "blog") as factory:
+
+            async def read() -> tuple[int, list[int], list[bool]]:
+                async with factory() as session:
+                    author = (await session.execute(select(Author).options(cached()))).scalar_one()
+                    posts = (await session.execute(flagged.options(cached()))).scalars().all()
+                    visible = [post.id for post in author.visible]
+                    return author.likes, visible, [bool(post.flagged) for post in posts]
+
+            async def commit(row: Any) -> None:
+                async with factory() as session:
+                    session.add(row)
+                    await session.commit()
+
+            counter = Counter(factory.kw["bind"])
+            # Twice: the with_expression subquery's first run changes its cache key
+            # (SQLAlchemy gives the inner SELECT the ORM's compile options), one more miss
+            for _ in range(2):
+                assert await read() == (0, [1, 2], [False, False])
+            counter.take()
+            assert await read() == (0, [1, 2], [False, False])
+            assert counter.take() == 0, "served from the cache"
+            await commit(Like(id=1, author_id=1))
+            assert await read() == (1, [1, 2], [False, False]), "column_property's table"
+            await commit(Flag(post_id=2))
+            assert await read() == (1, [1], [False, True]), "join condition's, option's table"
+
+    asyncio.run(main())
+
+
+def test_asyncio_views(db_url: str, standalone: Any) -> None:
+    async def main() -> None:
+        async with async_cached(db_url, standalone, "blog") as factory:
+            counter = Counter(factory.kw["bind"])
+
+            async def names(view: Any) -> list[str]:
+                async with factory() as session:
+                    result = await session.execute(select(view.name).options(cached()))
+                    return list(result.scalars())
+
+            for expected_sql in (1, 0):  # a miss, then a hit
+                assert await names(DeclaredView) == ["ann"]
+                assert counter.take() == expected_sql
+            async with factory() as session:
+                await session.execute(update(Author).values(name="anne"))
+                await session.commit()
+            assert await names(DeclaredView) == ["anne"], "the view's base table"
+            assert await names(PlainView) == ["anne"]
+            counter.take()
+            assert await names(PlainView) == ["anne"]
+            assert counter.take() == 1, "a view whose base tables are unknown was cached"
+
+    asyncio.run(main())

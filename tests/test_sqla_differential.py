@@ -25,9 +25,9 @@ from typing import Any
 import pytest
 from sqladiff import Peer, World, run_steps
 from sqladiffmodels import Employee, add_rows, make_engine
-from sqlalchemy import create_engine, insert, literal, select
+from sqlalchemy import insert, literal, select
 from sqlalchemy.orm import aliased, sessionmaker, with_polymorphic
-from sqlaworkers import Address, Base, Counter, User, seed
+from sqlaworkers import Address, Counter, User
 
 from seawall.sqlalchemy import QueryCache, cached
 
@@ -40,20 +40,6 @@ def peer(seawall_server: Any) -> Iterator[Peer]:
     started = Peer(multiprocessing.get_context("spawn"), seawall_server.url)
     yield started
     started.close()
-
-
-@pytest.fixture(params=["sqlite", "postgresql"])
-def db_url(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[str]:
-    if request.param == "postgresql":
-        yield request.getfixturevalue("pg_url")
-        return
-    url = f"sqlite:///{tmp_path / 'shop.db'}"
-    engine = create_engine(url)
-    Base.metadata.create_all(engine)
-    with sessionmaker(engine)() as session:
-        seed(session)
-    engine.dispose()
-    yield url
 
 
 @pytest.mark.parametrize("seed_value", [1, 2, 3])

@@ -1,7 +1,8 @@
 """seawall.sqlalchemy: a cached session.get() is invalidated by every write that changes
 its answer: rows of its own table that eager loading brings with it (a self-referential
 tree), its row written under a key spelled otherwise than the caller spelled it, and a
-primary key changed to the one a cached "absent" names. SQLite and a private PostgreSQL."""
+primary key changed to the one a cached "absent" names. SQLite and a private PostgreSQL,
+sync and asyncio."""
 
 from __future__ import annotations
 
@@ -10,11 +11,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import ForeignKey, String, create_engine
-from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
+from sqlalchemy import ForeignKey, String, create_engine, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship, sessionmaker
+from sqlaworkers import Counter, async_cached
 
-from seawall.sqlalchemy import AsyncQueryCache, QueryCache, cached
+from seawall.sqlalchemy import QueryCache, cached
 
 
 class Base(DeclarativeBase):
@@ -30,22 +31,21 @@ class Node(Base):
 
 
 class Code(Base):
-    """A key the database compares without case (SQLite's NOCASE)."""
+    """A key the database compares without case (SQLite's NOCASE; on PostgreSQL a
+    nondeterministic ICU collation of that name)."""
 
     __tablename__ = "codes"
     code: Mapped[str] = mapped_column(String(collation="NOCASE"), primary_key=True)
     label: Mapped[str]
 
 
-def plant(engine: Any, *, codes: bool) -> None:
-    tables = [Node.__table__, *([Code.__table__] if codes else [])]
-    Base.metadata.create_all(engine, tables=tables)
+def plant(engine: Any) -> None:
+    Base.metadata.create_all(engine)
     with sessionmaker(engine)() as session:
         session.add(
             Node(id=1, label="root", children=[Node(id=2, label="a"), Node(id=3, label="b")])
         )
-        if codes:
-            session.add(Code(code="ann", label="first"))
+        session.add(Code(code="ann", label="first"))
         session.commit()
 
 
@@ -54,11 +54,18 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[str]:
     if request.param == "postgresql":
         url = request.getfixturevalue("pg_url")
         engine = create_engine(url)
-        plant(engine, codes=False)
+        with engine.begin() as conn:  # PostgreSQL's NOCASE: ICU, compared at level 2
+            conn.execute(
+                text(
+                    'CREATE COLLATION "NOCASE" '
+                    "(provider = icu, locale = 'und-u-ks-level2', deterministic = false)"
+                )
+            )
+        plant(engine)
     else:
         url = f"sqlite:///{tmp_path / 'tree.db'}"
         engine = create_engine(url)
-        plant(engine, codes=True)
+        plant(engine)
     engine.dispose()
     yield url
 
@@ -94,9 +101,8 @@ def test_a_primary_key_changed_to_one_cached_as_absent(db_url: str, standalone: 
     engine.dispose()
 
 
-def test_a_key_spelled_otherwise_than_the_row(tmp_path: Any, standalone: Any) -> None:
-    engine = create_engine(f"sqlite:///{tmp_path / 'codes.db'}")
-    plant(engine, codes=True)
+def test_a_key_spelled_otherwise_than_the_row(db_url: str, standalone: Any) -> None:
+    engine = create_engine(db_url)
     factory = sessionmaker(engine)
     QueryCache(standalone.sync(), "codes").attach(factory)
     for _ in range(2):
@@ -110,27 +116,44 @@ def test_a_key_spelled_otherwise_than_the_row(tmp_path: Any, standalone: Any) ->
     engine.dispose()
 
 
-def test_asyncio_rows_eager_loading_brings_with_a_get(pg_url: str, standalone: Any) -> None:
-    plant(create_engine(pg_url), codes=False)
+def test_asyncio_gets(db_url: str, standalone: Any) -> None:
+    """The self-referential tree, the primary key changed to one cached as absent, the key
+    spelled otherwise than the row."""
 
     async def main() -> None:
-        engine = create_async_engine(pg_url.replace("+psycopg", "+psycopg_async"))
-        client = standalone.aio()
-        factory = AsyncQueryCache(client, "tree").attach(async_sessionmaker(engine))
+        async with async_cached(db_url, standalone, "tree") as factory:
 
-        async def read() -> Any:
-            async with factory() as session:
-                node = await session.get(Node, 1, options=[cached()])
-                return node.label, [c.label for c in node.children]
+            async def read(node_id: int) -> Any:
+                async with factory() as session:
+                    node = await session.get(Node, node_id, options=[cached()])
+                    return None if node is None else (node.label, [c.label for c in node.children])
 
-        try:
-            assert await read() == ("root", ["a", "b"])
+            async def change(node_id: int, **values: Any) -> None:
+                async with factory() as session:
+                    node = await session.get(Node, node_id)
+                    for name, value in values.items():
+                        setattr(node, name, value)
+                    await session.commit()
+
+            counter = Counter(factory.kw["bind"])
+            for expected_sql in (3, 0):  # the node, its children, theirs; then a hit
+                assert await read(1) == ("root", ["a", "b"])
+                assert counter.take() == expected_sql
+            assert await read(4) is None  # cached as absent
+            await change(2, label="a2")
+            assert await read(1) == ("root", ["a2", "b"]), "a child's write was not seen"
+            await change(3, id=4)
+            assert await read(4) == ("b", [])
+            assert await read(3) is None
+
+            async def code_label() -> str:
+                async with factory() as session:
+                    return (await session.get(Code, "ANN", options=[cached()])).label
+
+            assert [await code_label(), await code_label()] == ["first", "first"]
             async with factory() as session:
-                (await session.get(Node, 2)).label = "a2"
+                (await session.get(Code, "ann")).label = "second"
                 await session.commit()
-            assert await read() == ("root", ["a2", "b"])
-        finally:
-            await client.aclose()
-            await engine.dispose()
+            assert await code_label() == "second", "the key spelled otherwise kept its answer"
 
     asyncio.run(main())

@@ -11,10 +11,10 @@ import time
 from typing import Any
 
 import redis.asyncio
-from sqlalchemy import create_engine, delete, event, select
+from sqlalchemy import create_engine, event, select
 from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 from sqlalchemy.orm import sessionmaker
-from sqlaworkers import Address, Counter, User, rename_in_child
+from sqlaworkers import Counter, User, rename_in_child
 
 from seawall.sqlalchemy import AsyncQueryCache, QueryCache, cached
 
@@ -231,18 +231,3 @@ def test_async_redis_down_reads_the_database(
         asyncio.run(main())
     assert "Redis is unreachable" in caplog.text
     assert "could not invalidate" in caplog.text
-
-
-def test_rows_the_database_deletes_by_cascade_are_invalidated(pg_url: str, standalone: Any) -> None:
-    engine = create_engine(pg_url)
-    factory = sessionmaker(engine)
-    QueryCache(standalone.sync(), "cascade").attach(factory)
-    emails = select(Address.email).options(cached())
-    with factory() as session:
-        assert session.execute(emails).scalars().all() == ["ann@example.com"]
-    with factory() as session:  # ON DELETE CASCADE removes the address in the database
-        session.execute(delete(User).where(User.id == 1))
-        session.commit()
-    with factory() as session:
-        assert session.execute(emails).scalars().all() == []
-    engine.dispose()

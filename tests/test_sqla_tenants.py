@@ -6,12 +6,13 @@ schema_translate_map (on the engine, or per call); for queries and for session.g
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import create_engine, event, select, text
 from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 from sqlalchemy.orm import ORMExecuteState, Session, sessionmaker, with_loader_criteria
-from sqlaworkers import Base, Counter, User
+from sqlaworkers import Base, Counter, User, async_cached, async_url
 
 from seawall.sqlalchemy import AsyncQueryCache, QueryCache, _keys, cached
 
@@ -30,6 +31,14 @@ def seen(session: Any, **options: Any) -> tuple[list[str], str | None]:
     query = select(User).order_by(User.id).options(cached())
     names = [user.name for user in session.execute(query, execution_options=options).scalars()]
     got = session.get(User, 1, options=[cached()], execution_options=options)
+    return names, None if got is None else got.name
+
+
+async def seen_async(session: Any, **options: Any) -> tuple[list[str], str | None]:
+    query = select(User).order_by(User.id).options(cached())
+    result = await session.execute(query, execution_options=options)
+    names = [user.name for user in result.scalars()]
+    got = await session.get(User, 1, options=[cached()], execution_options=options)
     return names, None if got is None else got.name
 
 
@@ -64,33 +73,62 @@ def test_loader_criteria_added_for_every_session(db_url: str, standalone: Any) -
         engine.dispose()
 
 
-def test_asyncio_loader_criteria(pg_url: str, standalone: Any) -> None:
+def test_asyncio_loader_criteria(db_url: str, standalone: Any) -> None:
     async def main() -> None:
-        engine = create_async_engine(pg_url.replace("+psycopg", "+psycopg_async"))
-        client = standalone.aio()
-        factory = AsyncQueryCache(client, "tenants").attach(async_sessionmaker(engine))
-        event.listen(Session, "do_orm_execute", only_the_tenants_user)
-        try:
-            for _ in range(2):
-                for tenant, expected in ((1, (["ann"], "ann")), (2, (["bob"], None))):
-                    async with factory(info={"tenant": tenant}) as session:
-                        assert await session.run_sync(seen) == expected
-        finally:
-            event.remove(Session, "do_orm_execute", only_the_tenants_user)
-            await client.aclose()
-            await engine.dispose()
+        async with async_cached(db_url, standalone, "tenants") as factory:
+            counter = Counter(factory.kw["bind"])
+            event.listen(Session, "do_orm_execute", only_the_tenants_user)
+            try:
+                for expected_sql in (4, 0):  # misses, then hits
+                    async with factory(info={"tenant": 1}) as session:
+                        assert await seen_async(session) == (["ann"], "ann")
+                    async with factory(info={"tenant": 2}) as session:
+                        assert await seen_async(session) == (["bob"], None)
+                    async with factory(info={"tenant": 2}) as session:  # the same entries
+                        assert await session.run_sync(seen) == (["bob"], None)
+                    assert counter.take() == expected_sql
+            finally:
+                event.remove(Session, "do_orm_execute", only_the_tenants_user)
 
     asyncio.run(main())
 
 
-def test_a_schema_per_tenant(pg_url: str, standalone: Any) -> None:
-    engine = create_engine(pg_url)
+SCHEMAS = (("t1", "ann"), ("t2", "tom"))
+
+
+def with_schemas(engine: Any) -> Any:
+    """SQLite has no CREATE SCHEMA: its schemas are databases attached to each connection
+    (files beside the main one), as in tests/sqladiffmodels.py."""
+    sync_engine = getattr(engine, "sync_engine", engine)
+    if sync_engine.dialect.name == "sqlite":
+        folder = Path(sync_engine.url.database).parent
+
+        @event.listens_for(sync_engine, "connect")
+        def attach(dbapi_connection: Any, record: Any) -> None:
+            cursor = dbapi_connection.cursor()
+            for schema, _ in SCHEMAS:
+                cursor.execute(f"ATTACH DATABASE '{folder / schema}.db' AS {schema}")
+            cursor.close()
+
+    return engine
+
+
+def plant_schemas(url: str) -> None:
+    """Each tenant's schema holds a users table whose user 1 has a name of its own."""
+    engine = with_schemas(create_engine(url))
     with engine.begin() as conn:
-        for schema, name in (("t1", "ann"), ("t2", "tom")):
-            conn.execute(text(f"CREATE SCHEMA {schema}"))
+        for schema, name in SCHEMAS:
+            if engine.dialect.name == "postgresql":
+                conn.execute(text(f"CREATE SCHEMA {schema}"))
             mapped = conn.execution_options(schema_translate_map={None: schema})
             Base.metadata.create_all(mapped)
             mapped.execute(text(f"INSERT INTO {schema}.users VALUES (1, '{name}', 'FREE', '{{}}')"))
+    engine.dispose()
+
+
+def test_a_schema_per_tenant(db_url: str, standalone: Any) -> None:
+    plant_schemas(db_url)
+    engine = with_schemas(create_engine(db_url))
     factories = {}
     for schema in ("t1", "t2"):  # one engine per tenant, one namespace
         tenant_engine = engine.execution_options(schema_translate_map={None: schema})
@@ -101,7 +139,7 @@ def test_a_schema_per_tenant(pg_url: str, standalone: Any) -> None:
     counter = Counter(engine)
 
     for round_ in ("misses", "hits"):
-        for schema, name in (("t1", "ann"), ("t2", "tom")):
+        for schema, name in SCHEMAS:
             with factories[schema]() as session:
                 assert seen(session) == ([name], name), f"tenant {schema} got another's rows"
             with shared() as session:  # the map given per call
@@ -112,10 +150,45 @@ def test_a_schema_per_tenant(pg_url: str, standalone: Any) -> None:
     engine.dispose()
 
 
+def test_asyncio_schema_per_tenant(db_url: str, standalone: Any) -> None:
+    plant_schemas(db_url)
+
+    async def main() -> None:
+        engine = with_schemas(create_async_engine(async_url(db_url)))
+        client = standalone.aio()
+        factories = {}
+        for schema, _ in SCHEMAS:
+            tenant_engine = engine.execution_options(schema_translate_map={None: schema})
+            factories[schema] = async_sessionmaker(tenant_engine)
+            AsyncQueryCache(client, "schemas").attach(factories[schema])
+        shared = AsyncQueryCache(client, "schemas").attach(async_sessionmaker(engine))
+        counter = Counter(engine)
+        try:
+            for round_ in ("misses", "hits"):
+                for schema, name in SCHEMAS:
+                    async with factories[schema]() as session:
+                        assert await seen_async(session) == ([name], name), schema
+                    async with shared() as session:
+                        mapped = {None: schema}
+                        assert await seen_async(session, schema_translate_map=mapped) == (
+                            [name],
+                            name,
+                        )
+                async with shared() as session:
+                    assert await seen_async(session) == (["ann", "bob"], "ann")
+                assert (counter.take() == 0) == (round_ == "hits")
+        finally:
+            await client.aclose()
+            await engine.dispose()
+
+    asyncio.run(main())
+
+
 def test_the_context_of_a_key() -> None:
     db = "postgresql://app@db/shop"
     plain = _keys.context_text(db, {"yield_per": 10, "_sa_orm_load_options": object()})
     assert plain == db, "fetching options and SQLAlchemy's private ones change no row"
+    assert _keys.context_text(db, {"prebuffer_rows": True}) == db, "AsyncSession.execute's"
     used = {None: "t1", "_none": "t1"}  # as SQLAlchemy leaves a map it has used
     assert _keys.context_text(db, {"schema_translate_map": used}) == _keys.context_text(
         db, {"schema_translate_map": {None: "t1"}}

@@ -10,7 +10,7 @@ from typing import Any
 from sqlalchemy import create_engine, select, text
 from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 from sqlalchemy.orm import sessionmaker
-from sqlaworkers import Address, Counter, User
+from sqlaworkers import Address, Counter, User, async_cached
 
 from seawall.sqlalchemy import AsyncQueryCache, QueryCache, cached
 
@@ -18,6 +18,7 @@ QUERY = select(User.name).order_by(User.id).options(cached())
 
 
 def test_set_local_is_not_a_write(pg_url: str, standalone: Any) -> None:
+    """PostgreSQL only: SQLite has no SET (its PRAGMAs are not transaction-local)."""
     engine = create_engine(pg_url)
     factory = sessionmaker(engine)
     QueryCache(standalone.sync(), "set").attach(factory)
@@ -60,21 +61,29 @@ def test_asyncio_set_local_is_not_a_write(pg_url: str, standalone: Any) -> None:
     asyncio.run(main())
 
 
+TEXTUAL = (
+    select(User)
+    .from_statement(
+        text(
+            "SELECT users.* FROM users JOIN addresses ON addresses.user_id = users.id "
+            "WHERE addresses.email LIKE :pattern"
+        )
+    )
+    .options(cached())
+)
+FRAGMENT = (
+    select(User.name)
+    .where(text("users.id IN (SELECT user_id FROM addresses WHERE email LIKE '%@new')"))
+    .options(cached())
+)
+
+
 def test_from_statement_text_is_cached_and_invalidated(db_url: str, standalone: Any) -> None:
     engine = create_engine(db_url)
     factory = sessionmaker(engine)
     QueryCache(standalone.sync(), "text").attach(factory)
     counter = Counter(engine)
-    textual = (
-        select(User)
-        .from_statement(
-            text(
-                "SELECT users.* FROM users JOIN addresses ON addresses.user_id = users.id "
-                "WHERE addresses.email LIKE :pattern"
-            )
-        )
-        .options(cached())
-    )
+    textual = TEXTUAL
 
     def found() -> list[str]:
         with factory() as session:
@@ -95,11 +104,7 @@ def test_text_fragments_are_covered(db_url: str, standalone: Any) -> None:
     engine = create_engine(db_url)
     factory = sessionmaker(engine)
     QueryCache(standalone.sync(), "fragment").attach(factory)
-    fragment = (
-        select(User.name)
-        .where(text("users.id IN (SELECT user_id FROM addresses WHERE email LIKE '%@new')"))
-        .options(cached())
-    )
+    fragment = FRAGMENT
 
     def found() -> list[str]:
         with factory() as session:
@@ -111,3 +116,26 @@ def test_text_fragments_are_covered(db_url: str, standalone: Any) -> None:
         session.commit()
     assert found() == ["ann"], "the table named in SQL text was not covered"
     engine.dispose()
+
+
+def test_asyncio_from_statement_and_fragments(db_url: str, standalone: Any) -> None:
+    async def main() -> None:
+        async with async_cached(db_url, standalone, "text") as factory:
+            counter = Counter(factory.kw["bind"])
+
+            async def found() -> tuple[list[str], list[str]]:
+                async with factory() as session:
+                    result = await session.execute(TEXTUAL, {"pattern": "%@new"})
+                    names = [user.name for user in result.scalars()]
+                    return names, list((await session.execute(FRAGMENT)).scalars())
+
+            assert await found() == ([], [])
+            counter.take()
+            assert await found() == ([], [])
+            assert counter.take() == 0, "from_statement(text(SELECT)) is cached"
+            async with factory() as session:  # a table only the SQL text names
+                (await session.get(Address, 10)).email = "ann@new"
+                await session.commit()
+            assert await found() == (["ann"], ["ann"]), "a table named in SQL text"
+
+    asyncio.run(main())

@@ -1,7 +1,7 @@
 """seawall.sqlalchemy: a cached value is the value the database returns. The L1 never
 shares a JSON dict with the session that loaded it, a timestamptz keeps its named zone,
 and a MutableDict.as_mutable(JSON) column is cached and still tracks changes. SQLite and
-a private PostgreSQL."""
+a private PostgreSQL, sync and asyncio (the zone: PostgreSQL only, SQLite has none)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from sqlalchemy import JSON, DateTime, create_engine, select
 from sqlalchemy.ext.asyncio import async_sessionmaker, create_async_engine
 from sqlalchemy.ext.mutable import MutableDict
 from sqlalchemy.orm import DeclarativeBase, Mapped, defer, mapped_column, sessionmaker
+from sqlaworkers import Counter, async_cached
 
 from seawall.sqlalchemy import AsyncQueryCache, QueryCache, cached
 
@@ -91,11 +92,43 @@ def test_a_mutable_dict_column_is_cached_and_tracked(db_url: str, standalone: An
     engine.dispose()
 
 
+def test_asyncio_json_copies_and_mutable_dicts(db_url: str, standalone: Any) -> None:
+    plain_only = select(Doc).options(defer(Doc.tracked), cached())
+
+    async def main() -> None:
+        async with async_cached(db_url, standalone, "values") as factory:
+            counter = Counter(factory.kw["bind"])
+            async with factory() as session:
+                doc = (await session.execute(plain_only)).scalar_one()  # a miss
+                doc.plain["lang"] = "fr"  # in place, untracked, then rolled back
+                await session.rollback()
+            async with factory() as session:
+                doc = (await session.execute(plain_only)).scalar_one()  # the L1's
+                assert doc.plain == {"lang": "en"}, "the L1 held the loading session's dict"
+            assert counter.take() == 1, "the second read is served from the cache"
+            for expected_sql in (1, 0):  # a miss, then a hit
+                async with factory() as session:
+                    doc = (await session.execute(DOCS)).scalar_one()
+                    assert isinstance(doc.tracked, MutableDict) and doc.tracked == {"n": 1}
+                assert counter.take() == expected_sql
+            async with factory() as session:
+                doc = (await session.execute(DOCS)).scalar_one()
+                doc.tracked["n"] = 2
+                assert doc in session.dirty, "a cached MutableDict no longer tracks changes"
+                await session.commit()
+            async with factory() as session:
+                assert (await session.execute(DOCS)).scalar_one().tracked == {"n": 2}
+
+    asyncio.run(main())
+
+
 def meeting(session: Any) -> datetime.datetime:
     return session.execute(select(Meeting).options(cached())).scalar_one().at
 
 
 def test_a_timestamptz_keeps_its_zone(pg_url: str, standalone: Any) -> None:
+    """PostgreSQL only: SQLite has no type with a zone (SQLAlchemy's DateTime stores its
+    text without the offset), so there is no zone to keep."""
     engine = create_engine(pg_url, connect_args={"options": "-c timezone=Europe/Paris"})
     Base.metadata.create_all(engine, tables=[Meeting.__table__])
     factory = sessionmaker(engine)

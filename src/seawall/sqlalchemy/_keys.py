@@ -85,6 +85,9 @@ FETCH_OPTIONS = frozenset(
         "populate_existing",
         "postgresql_readonly",
         "postgresql_deferrable",
+        # AsyncSession.execute() sets it (rows read before leaving the greenlet), a
+        # statement run in AsyncSession.run_sync() does not: the same rows either way
+        "prebuffer_rows",
         "preserve_rowcount",
         "stream_results",
         "yield_per",
