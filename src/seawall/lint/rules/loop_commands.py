@@ -195,6 +195,55 @@ def _loop_of(ctx: FileContext, node: ast.AST) -> ast.AST | None:
     )
 
 
+# What puts a pipeline's later commands in its buffer (MULTI) or back to answering at once
+# (EXEC, DISCARD, WATCH before MULTI): a pipeline under WATCH sends each command as it is
+# called until `multi()`, then queues them until `execute()`.
+_MODES = {"multi": True, "execute": False, "reset": False, "watch": False, "unwatch": False}
+
+
+class _Queued:
+    """Which commands go to a pipeline's buffer after its `multi()`, found by where the
+    receiver's last mode change before the command is in its function: computed once per
+    function and receiver."""
+
+    def __init__(self, ctx: FileContext) -> None:
+        self._ctx = ctx
+        self._changes: dict[ast.AST, dict[str, list[tuple[int, int, bool]]]] = {}
+
+    def __call__(self, call: RedisCall) -> bool:
+        func = call.node.func
+        if not isinstance(func, ast.Attribute):
+            return False
+        scope = self._ctx.scope_of(call.node)
+        changes = self._changes.get(scope)
+        if changes is None:
+            changes = self._changes[scope] = _mode_changes(scope)
+        position = (call.node.lineno, call.node.col_offset)
+        queued = False
+        for line, column, multi in changes.get(ast.unparse(func.value), ()):
+            if (line, column) >= position:
+                break
+            queued = multi
+        return queued
+
+
+def _mode_changes(scope: ast.AST) -> dict[str, list[tuple[int, int, bool]]]:
+    found: dict[str, list[tuple[int, int, bool]]] = {}
+    for node in ast.walk(scope):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in _MODES
+        ):
+            receiver = ast.unparse(node.func.value)
+            found.setdefault(receiver, []).append(
+                (node.lineno, node.col_offset, _MODES[node.func.attr])
+            )
+    for changes in found.values():
+        changes.sort()
+    return found
+
+
 def _message(call: RedisCall, varying: set[str]) -> str:
     key_changes = call.key is not None and _uses([call.key], varying)
     if key_changes:
@@ -230,6 +279,8 @@ def check(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
     the command for every item and pop from queues the loop meant to leave alone. Nor
     are commands that decide, or are decided by, another command's reply in the same
     iteration (`if not r.exists(k): r.xadd(k, ...)`): they cannot share one pipeline.
+    Nor are commands sent after `multi()` on the same object in the same function (a
+    pipeline under WATCH answers at once until then, and queues from then on).
     """
     # Each loop's varying names are computed once, not once per call in it: a loop of n
     # calls costs O(n), not O(n^2).
@@ -237,6 +288,7 @@ def check(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
     exits: dict[ast.AST, _Exits] = {}
     decided: dict[ast.AST, set[ast.AST]] = {}
     sent: set[ast.AST] = {c.node for c in ctx.calls if c.receiver is Kind.CLIENT}
+    queued = _Queued(ctx)
     for call in ctx.calls:
         if call.receiver is not Kind.CLIENT or call.command not in PER_KEY_COMMANDS:
             continue
@@ -250,6 +302,10 @@ def check(ctx: FileContext) -> Iterator[tuple[ast.AST, str]]:
                     exits[loop] = _exits(ctx, loop)
                 if loop not in decided:
                     decided[loop] = _decided(loop, sent)
-                if call.node not in decided[loop] and not _exits_on_hit(ctx, call, exits[loop]):
+                if (
+                    call.node not in decided[loop]
+                    and not _exits_on_hit(ctx, call, exits[loop])
+                    and not queued(call)
+                ):
                     yield call.node, _message(call, varying[loop])
                 break
