@@ -128,16 +128,24 @@ def command_calls(target: Target) -> dict[str, int]:
 def round_trips() -> Iterator[list[str]]:
     """Each write request redis-py sends ("send": GET, MGET, EVALSHA, EVAL, SCRIPT) and each
     reply to one it has read ("reply"), in order, sync and asyncio: a send after a reply is
-    a round trip that waited for an earlier one. Other threads' and tasks' traffic on
-    other commands (the listener's messages and PINGs, the second-delete sweeper's look)
-    is left out."""
+    a round trip that waited for an earlier one. Only the caller's thread counts: what
+    other threads send meanwhile (the listeners, the second-delete sweeper, another cache's
+    background work) is left out. In asyncio every task of the loop counts: redis-py's
+    Cluster client sends from tasks of its own."""
     events: list[str] = []
     counted: set[int] = set()  # connections whose last request is counted
+    thread = threading.get_ident()
+
     patched = [redis.connection.AbstractConnection, redis.asyncio.connection.AbstractConnection]
     sends = [cls.send_packed_command for cls in patched]
     reads = [cls.read_response for cls in patched]
 
+    def mine() -> bool:
+        return threading.get_ident() == thread
+
     def sent(connection: Any, command: Any) -> None:
+        if not mine():
+            return
         first = command if isinstance(command, bytes | str) else command[0]
         head = first.encode() if isinstance(first, str) else bytes(first[:40])
         if any(name in head for name in (b"GET", b"EVAL", b"SCRIPT")):
@@ -147,7 +155,7 @@ def round_trips() -> Iterator[list[str]]:
             counted.discard(id(connection))
 
     def replied(connection: Any) -> None:
-        if id(connection) in counted:
+        if id(connection) in counted and mine():
             events.append("reply")
 
     def sync_send(self: Any, command: Any, *args: Any, **kwargs: Any) -> Any:

@@ -22,6 +22,26 @@ import redis.exceptions
 import seawall
 
 START_TIMEOUT = 30
+
+
+def wait_for_start(r: Any, start_key: str) -> None:
+    """Say this worker is ready, then wait for its start token (see start_together)."""
+    r.incr(f"{start_key}:ready")
+    r.expire(f"{start_key}:ready", 600)
+    assert r.blpop([start_key], START_TIMEOUT) is not None, "no start token"
+
+
+def start_together(r: Any, start_key: str, workers: int) -> None:
+    """Hand out the start tokens once all `workers` are ready, so none of them is still
+    starting (a spawned process takes a second or more on a busy machine) while the
+    others have done all the work."""
+    deadline = time.monotonic() + START_TIMEOUT
+    while int(r.get(f"{start_key}:ready") or 0) < workers:
+        assert time.monotonic() < deadline, f"only {r.get(f'{start_key}:ready')} workers ready"
+        time.sleep(0.01)
+    r.rpush(start_key, *range(workers))
+
+
 THREADS = 8
 
 
@@ -33,7 +53,7 @@ def buy(
     twice. Returns the ids that hold a unit."""
     r = redis.Redis.from_url(url, socket_timeout=5, retry_on_timeout=False)
     stock = seawall.Stock(r, name)
-    assert r.blpop([start_key], START_TIMEOUT) is not None, "no start token"
+    wait_for_start(r, start_key)
     sold = []
     for order_id in order_ids:
         deadline = time.monotonic() + 30
@@ -133,7 +153,7 @@ def consume(
         _insert_row(database, table, message_id, pid)
         return f"{message_id}:{pid}"
 
-    assert r.blpop([start_key], START_TIMEOUT) is not None, "no start token"
+    wait_for_start(r, start_key)
     with ThreadPoolExecutor(THREADS) as pool:
         outcomes = list(pool.map(lambda m: guard.run(m, handle, m), message_ids))
     r.close()
@@ -153,7 +173,7 @@ def consume_in_transaction(
     r = redis.Redis.from_url(url)
     pid = os.getpid()
     written = 0
-    assert r.blpop([start_key], START_TIMEOUT) is not None, "no start token"
+    wait_for_start(r, start_key)
     insert = f"INSERT INTO {table} (message_id, pid) VALUES (:message_id, :pid)"
     for message_id in message_ids:
         params = {"message_id": message_id, "pid": pid}

@@ -171,12 +171,18 @@ def test_a_fill_from_a_lagging_replica_is_deleted_again(target: Target, world: s
     (from a lagging replica) and fills the cache; the second delete removes it within
     again_after + 2 s (the sweeper looks every 0.5 s; the rest is room for a loaded
     machine: 1 s was 0.01 s short once beside the parallel workers). Without again_after
-    the stale fill stays."""
+    the stale fill stays. The fill must come before the second delete is due, as the
+    guarantee assumes (again_after longer than the replica's lag), so the reader is
+    connected before the delete."""
 
     async def scenario() -> None:
-        again = 0.5
+        again = 1.0
         writer, reader = Api(target, world, "dd"), Api(target, world, "dd")
         await writer("set", "row", "old")
+        # The reader's client connected first: its fill must land before the second delete
+        # is due (a new Cluster client's first call reads the slot map, and on a busy
+        # machine that once outlasted a 0.5 s again_after).
+        assert await reader("get", "warm-up") is None
         started = time.monotonic()
         await writer("delete", "row", again_after=again)
         lagging = await reader("get_or_load", "row", lambda: "old (replica lag)")

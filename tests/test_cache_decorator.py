@@ -150,3 +150,38 @@ def test_handles_invalidate_refresh_set_get_and_condition(target: Target, world:
         sync_body()
     else:
         asyncio.run(async_body())
+
+
+def test_the_decorated_function_shows_its_signature_to_getfullargspec(standalone: Target) -> None:
+    # dogpile.cache's test_cache_preserve_sig found it: inspect.signature followed
+    # __wrapped__, but getfullargspec (Celery's task argument check, the decorator
+    # package) does not, and saw the wrapper's (self, *args, **kwargs).
+    import inspect
+
+    cache = seawall.Cache(standalone.sync(), "signatures", ttl=60)
+
+    def func(a: int, b: int, c: bool = True, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    async def afunc(a: int, b: int, c: bool = True, *args: Any, **kwargs: Any) -> None:
+        return None
+
+    async def async_argspec() -> inspect.FullArgSpec:
+        client = standalone.aio()
+        try:
+            return inspect.getfullargspec(seawall.aio.Cache(client, "signatures").cached()(afunc))
+        finally:
+            await client.aclose()
+
+    expected = inspect.getfullargspec(func)
+    assert inspect.getfullargspec(cache.cached()(func)) == expected
+    assert asyncio.run(async_argspec()) == expected
+
+    class Rows:
+        @cache.cached()
+        def row(self, row_id: int) -> str:
+            return str(row_id)
+
+    # Bound to an instance, it takes what the method takes after self, as a method does.
+    assert list(inspect.signature(Rows().row).parameters) == ["row_id"]
+    assert list(inspect.signature(Rows.row).parameters) == ["self", "row_id"]

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import redis
 from sinkdb import Database
-from sinkworkers import buy
+from sinkworkers import buy, start_together
 
 import seawall
 import seawall.aio
@@ -46,7 +46,7 @@ def test_flash_sale_saves_exactly_the_units_sold(
         pending = spawn_pool.starmap_async(
             buy, [(seawall_url, "sku:sale", chunk, start_key) for chunk in chunks]
         )
-        seawall_redis.rpush(start_key, *range(PROCESSES))
+        start_together(seawall_redis, start_key, PROCESSES)
         sold = [order for chunk in pending.get(60) for order in chunk]
     finally:
         stop.set()

@@ -4,13 +4,15 @@ The decorated function keeps its signature and gains, as dogpile's decorators do
 `invalidate(*args, **kw)` (drop the entry of that call everywhere), `refresh(*args, **kw)`
 (run the function now and store the result), `set(value, *args, **kw)`, `get(*args,
 **kw)` (the cached result or None, never runs the function), `key(*args, **kw)` (the
-cache key of that call) and `__wrapped__`. On a method it binds like a function: each
-instance's call is keyed by its arguments (see seawall.cache._call_keys).
+cache key of that call) and `__wrapped__`; `inspect.signature` and `getfullargspec` show
+the function's parameters. On a method it binds like a function: each instance's call is
+keyed by its arguments (see seawall.cache._call_keys).
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 from collections.abc import Callable
 from typing import Any, Generic, ParamSpec, TypeVar
 
@@ -50,6 +52,9 @@ class AsyncCachedFunction(Generic[P, R]):
         self._tags = [CallKeys(function, tag) for tag in tags]
         self._bound_to = bound_to
         functools.update_wrapper(self, function)
+        # inspect.signature() would follow __wrapped__, but getfullargspec() (Celery's
+        # argument check, the decorator package) reads only this.
+        self.__signature__ = inspect.signature(function)
 
     def __get__(self, instance: Any, owner: type | None = None) -> Any:
         if instance is None:
@@ -57,6 +62,9 @@ class AsyncCachedFunction(Generic[P, R]):
         bound = AsyncCachedFunction.__new__(AsyncCachedFunction)
         bound.__dict__.update(self.__dict__)
         bound._bound_to = instance
+        # What a bound method shows: the parameters after self.
+        parameters = list(self.__signature__.parameters.values())[1:]
+        bound.__signature__ = self.__signature__.replace(parameters=parameters)
         return bound
 
     def _args(self, args: tuple[Any, ...]) -> tuple[Any, ...]:

@@ -61,8 +61,10 @@ GRACE = 0.5
 # The sweeper's loop wakes at least this often to drop namespaces nobody has open; an
 # idle wake-up sends nothing to Redis.
 IDLE_WAKE = 5.0
-# A claimed delete not confirmed within this long is due again (its claimant died).
-CLAIM = 5.0
+# A claimed delete not confirmed within this long is due again (its claimant died, or the
+# claim's reply was lost to a timeout as Redis thawed: its deletes are that much late).
+# Short, because carrying a delete out twice is harmless; a batch takes milliseconds.
+CLAIM = 2.0
 # Keys claimed per script call.
 BATCH = 200
 # Retry delays while Redis is away: doubling from the first to the last.
@@ -121,6 +123,9 @@ class AgainSweeper:
         self._caches: dict[str, weakref.WeakSet[Any]] = {}
         # namespace -> monotonic time to look again (inf: nothing known to be scheduled)
         self._next: dict[str, float] = {}
+        # namespace -> the earliest look asked for while it was being served: the serve's
+        # own verdict must not erase it (a delete that failed meanwhile, an announcement)
+        self._asked: dict[str, float] = {}
         self._expected: set[str] = set()  # namespaces with second deletes known to wait
         self._hearing: dict[str, _Hearing] = {}  # held while the namespace is served
         self._unrecorded: dict[str, dict[str, float]] = {}  # namespace -> key -> delay
@@ -138,7 +143,8 @@ class AgainSweeper:
         with self._mutex:
             self._caches.setdefault(namespace, weakref.WeakSet()).add(cache)
             new = namespace not in self._next
-            self._next.setdefault(namespace, 0.0)
+            if new:
+                self._ask(namespace, 0.0)
             if self._worker is None or not self._worker.alive():
                 self._worker = Worker(self._run, "seawall-cache-again")
         if new:
@@ -164,9 +170,9 @@ class AgainSweeper:
         now = _concurrency.monotonic()
         if namespace is None:
             with self._mutex:
-                for served in self._next:
+                for served in list(self._next):
                     if served not in self._broken:
-                        self._next[served] = now
+                        self._ask(served, now)
             self._wake.set()
         elif namespace in self._next:
             self._expect(namespace, now + delay + GRACE)
@@ -175,7 +181,7 @@ class AgainSweeper:
         with self._mutex:
             if namespace in self._broken:
                 return
-            self._next[namespace] = min(self._next.get(namespace, at), at)
+            self._ask(namespace, at)
             self._expected.add(namespace)
         self._wake.set()
 
@@ -186,8 +192,19 @@ class AgainSweeper:
             pending = self._unrecorded.setdefault(namespace, {})
             for text in texts:
                 pending[text] = delay
-            self._next[namespace] = 0.0
+            self._ask(namespace, 0.0)
         self._wake.set()
+
+    def _ask(self, namespace: str, at: float) -> None:
+        """Look at `namespace` by `at` (monotonic); called holding the mutex."""
+        self._next[namespace] = min(self._next.get(namespace, at), at)
+        self._asked[namespace] = min(self._asked.get(namespace, at), at)
+
+    def _settle(self, namespace: str, at: float) -> None:
+        """A serve's verdict: look again at `at`, or sooner if asked to meanwhile (a delete
+        that could not be recorded, an announcement heard during the serve); called
+        holding the mutex."""
+        self._next[namespace] = min(at, self._asked.pop(namespace, math.inf))
 
     def _live(self) -> dict[str, Deleter]:
         """A live cache of each namespace served (dropping namespaces nobody has open)."""
@@ -198,6 +215,7 @@ class AgainSweeper:
                 if cache is None:
                     del self._caches[namespace]
                     self._next.pop(namespace, None)
+                    self._asked.pop(namespace, None)
                     self._expected.discard(namespace)
                     self._forget_hearing(namespace)
                 else:
@@ -217,6 +235,8 @@ class AgainSweeper:
             now = _concurrency.monotonic()
             for namespace, cache in live.items():
                 if self._next.get(namespace, 0.0) <= now:
+                    with self._mutex:
+                        self._asked.pop(namespace, None)  # served from here on
                     self._serve(namespace, cache)
             del cache, live  # hold no cache while idle: it may be collected
             self._wake.clear()  # before reading _next: a due_in() from now on wakes us
@@ -239,6 +259,7 @@ class AgainSweeper:
             with self._mutex:
                 self._broken.add(namespace)
                 self._next[namespace] = math.inf
+                self._asked.pop(namespace, None)
                 self._expected.discard(namespace)
             return
         except Exception as exc:
@@ -250,11 +271,11 @@ class AgainSweeper:
             self._failures = 0
         with self._mutex:
             if wait is None:
-                self._next[namespace] = math.inf
+                self._settle(namespace, math.inf)
                 if not self._unrecorded.get(namespace):
                     self._expected.discard(namespace)
             else:
-                self._next[namespace] = _concurrency.monotonic() + wait
+                self._settle(namespace, _concurrency.monotonic() + wait)
 
     def _record_unrecorded(self, namespace: str, cache: Deleter, client: Any) -> None:
         with self._mutex:
@@ -317,7 +338,7 @@ class AgainSweeper:
             # next subscription has every namespace looked at again (see announced).
             _concurrency.log.debug("cache %r: looking at second deletes: %r", namespace, exc)
             with self._mutex:
-                self._next[namespace] = math.inf
+                self._settle(namespace, math.inf)
             return
         self._failures += 1
         if self._failures == 1:
@@ -335,7 +356,7 @@ class AgainSweeper:
         first, last = BACKOFF
         delay = min(last, first * 2 ** min(failures - 1, 16))
         with self._mutex:
-            self._next[namespace] = _concurrency.monotonic() + delay
+            self._settle(namespace, _concurrency.monotonic() + delay)
 
 
 _registry = ScopedRegistry()
