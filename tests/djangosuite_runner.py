@@ -1,6 +1,6 @@
 """Run Django's own cache and session tests against seawall.django, unchanged.
 
-    python djangosuite_runner.py DJANGO_TESTS_DIR REDIS_URL OUT.json
+    python djangosuite_runner.py DJANGO_TESTS_DIR REDIS_URL OUT.json [SUITE]
 
 Run by tests/test_django_suites.py in a child process whose Django is the one of the
 sdist the tests come from (its folder first on PYTHONPATH). Django points its suites at
@@ -16,7 +16,9 @@ a backend through settings and a subclass, as its own runtests.py does for its R
   as Django runs it for each of its engines.
 
 Writes {"version", "ran", "passed", "failed", "skipped"} to OUT.json; each test is named
-"<suite>/<the Django class that defines it>.<method>".
+"<suite>/<the Django class that defines it>.<method>". With SUITE, only that suite runs
+(tests/test_django_suites.py runs each in a process of its own, side by side: Django's
+cache tests spend most of their time asleep, waiting for timeouts to pass).
 """
 
 from __future__ import annotations
@@ -111,7 +113,7 @@ def name_of(suite: str, test: Any) -> str:
     return f"{suite}/{type(test).__name__}.{method}"
 
 
-def run(url: str) -> dict[str, Any]:
+def run(url: str, only: str | None = None) -> dict[str, Any]:
     import django
     import redis
     from django.conf import settings
@@ -129,7 +131,10 @@ def run(url: str) -> dict[str, Any]:
     }
     try:
         loader = unittest.TestLoader()
-        for suite, klass in suites(url).items():
+        chosen = suites(url)
+        if only is not None:
+            chosen = {only: chosen[only]}
+        for suite, klass in chosen.items():
             # Each suite starts on an empty database, as Django's own run starts on a
             # fresh server: clear() here leaves other caches' keys (see docs/django.md).
             flush = redis.Redis.from_url(url)
@@ -157,10 +162,10 @@ def run(url: str) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    tests_dir, url, out = argv
+    tests_dir, url, out, *only = argv
     try:
         configure(tests_dir, url)
-        report = run(url)
+        report = run(url, *only)
     except BaseException:
         report = {"crashed": traceback.format_exc()}
     with open(out, "w") as file:

@@ -183,8 +183,13 @@ def prepare(series: str) -> Suite:
     return Suite(series, _version_of(sdist), extract(sdist), python)
 
 
-def start(suite: Suite, url: str, out: Path) -> subprocess.Popen[bytes]:
-    """The runner (djangosuite_runner.py) on `suite`, against the server at `url`."""
+# The runner's suites (djangosuite_runner.suites), each run by a process of its own.
+PARTS = ("cache", "cache-async", "cache-stale", "sessions")
+
+
+def start(suite: Suite, url: str, out: Path, part: str) -> subprocess.Popen[bytes]:
+    """The runner (djangosuite_runner.py) on `part` of `suite`, against the server at `url`
+    (a database of its own: each part starts by emptying it)."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(suite.root), str(ROOT / "src"), str(ROOT / "tests")])
     return subprocess.Popen(
@@ -194,6 +199,7 @@ def start(suite: Suite, url: str, out: Path) -> subprocess.Popen[bytes]:
             str(suite.tests_dir),
             url,
             str(out),
+            part,
         ],
         env=env,
         stdout=subprocess.PIPE,

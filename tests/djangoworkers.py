@@ -31,11 +31,12 @@ def _render_page(request: Any) -> Any:
     from django.http import HttpResponse
 
     n = _counter.incr("renders")
-    time.sleep(RENDER_SECONDS)
+    time.sleep(_render_seconds)
     return HttpResponse(f"page rendered {n}")
 
 
 _counter: Any = None
+_render_seconds = RENDER_SECONDS
 _views: dict[str, Any] = {}
 
 
@@ -58,13 +59,21 @@ def _fragment_template(which: str) -> Any:
     return engines["django"].from_string(source)
 
 
-def race(url: str, backend: str, what: str, threads: int, start_at: float) -> list[Any]:
+def race(
+    url: str,
+    backend: str,
+    what: str,
+    threads: int,
+    start_at: float,
+    render_seconds: float = RENDER_SECONDS,
+) -> list[Any]:
     """`threads` threads request a cached page ("page:seawall", "page:django": under
     seawall's or Django's cache_page) or render a template's cached fragment
     ("fragment:seawall", "fragment:django": {% load seawall_cache %} or Django's tag)
-    at wall-clock `start_at`. Each rendering takes RENDER_SECONDS and counts itself in
+    at wall-clock `start_at`. Each rendering takes `render_seconds` and counts itself in
     Redis ("renders"). Their answers (the page's or the fragment's text)."""
-    global _counter
+    global _counter, _render_seconds
+    _render_seconds = render_seconds
     from django.core.cache import cache
     from django.test import RequestFactory
 
@@ -98,9 +107,16 @@ def race(url: str, backend: str, what: str, threads: int, start_at: float) -> li
     return answers
 
 
-def stampede(url: str, backend: str, key: str, threads: int, start_at: float) -> list[Any]:
+def stampede(
+    url: str,
+    backend: str,
+    key: str,
+    threads: int,
+    start_at: float,
+    render_seconds: float = RENDER_SECONDS,
+) -> list[Any]:
     """`threads` threads call cache.get_or_set(key, render) at wall-clock `start_at`;
-    render takes RENDER_SECONDS and counts itself in Redis ("renders"). Their answers."""
+    render takes `render_seconds` and counts itself in Redis ("renders"). Their answers."""
     import redis
     from django.core.cache import cache
 
@@ -111,7 +127,7 @@ def stampede(url: str, backend: str, key: str, threads: int, start_at: float) ->
 
     def render() -> str:
         n = counter.incr("renders")
-        time.sleep(RENDER_SECONDS)
+        time.sleep(render_seconds)
         return f"page rendered {n}"
 
     def call(i: int) -> None:

@@ -26,6 +26,11 @@ class SuiteSetupError(Exception):
     """What is missing to run a peer's tests, and how to get it."""
 
 
+def _normalized(name: str) -> str:
+    """A distribution's name as PEP 503 compares it (`.`, `_`, `-` alike, any case)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
 def check_output(args: list[str], what: str) -> str:
     done = subprocess.run(args, capture_output=True, text=True)
     if done.returncode != 0:
@@ -52,8 +57,9 @@ def prepare(
     folder.mkdir(parents=True, exist_ok=True)
 
     def fetched() -> list[Path]:
-        pattern = re.compile(rf"{re.escape(dist)}-{re.escape(release)}\.tar\.gz", re.I)
-        return [p for p in folder.iterdir() if pattern.fullmatch(p.name.replace("_", "-"))]
+        # Sdist names vary in case and separators (dogpile.cache's is dogpile_cache-...).
+        wanted_name = f"{_normalized(dist)}-{release}.tar.gz"
+        return [p for p in folder.iterdir() if _normalized(p.name) == _normalized(wanted_name)]
 
     if not fetched():
         check_output(
@@ -148,13 +154,13 @@ def run_pytest(
     return results
 
 
-# A table row of docs/cp-lock-compat.md: | `test_x` | why |
+# A table row of docs/cp-lock-compat.md (or another compat page): | `test_x` | why |
 _ROW = re.compile(r"^\|\s*`(\w+)`\s*\|")
 
 
-def cannot_pass(section: str) -> dict[str, str]:
-    """The tests docs/cp-lock-compat.md lists under `section` ("## ..."), with reasons."""
-    text = (ROOT / "docs" / "cp-lock-compat.md").read_text()
+def cannot_pass(section: str, doc: str = "cp-lock-compat.md") -> dict[str, str]:
+    """The tests docs/`doc` lists under `section` ("## ..."), with reasons."""
+    text = (ROOT / "docs" / doc).read_text()
     part = text.split(f"## {section}", 1)[1].split("\n## ", 1)[0]
     listed = {}
     for line in part.splitlines():

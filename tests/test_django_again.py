@@ -69,7 +69,10 @@ def test_the_second_delete_happens_when_its_process_died(seawall_url: str, tmp_p
     while cache.get("product:1") is not None:
         assert time.monotonic() < deadline, "the dead process's second delete never happened"
         time.sleep(0.02)
-    assert admin.zcard("seawall:cache-again:{seawall.django}") == 0
+    # Done and then taken off the schedule (the entry goes after the delete it records).
+    while admin.zcard("seawall:cache-again:{seawall.django}"):
+        assert time.monotonic() < deadline, "the second delete stayed scheduled"
+        time.sleep(0.02)
     admin.close()
 
 

@@ -5,17 +5,19 @@ tests/cache/ and tests/sessions_tests/ extracted, and djangosuite_runner.py runs
 RedisCacheTests (on the sync methods, then on the a* methods) and SessionTestsMixin with
 the sdist's own Django. Every failure must be listed, with its reason, in docs/django.md
 ("Django's tests that cannot pass"); a listed test that passes fails this test too, so
-the list never goes stale. The two series run side by side, each on its own database.
+the list never goes stale. The two series, and each suite of a series, run side by side,
+each in a process and on a database of its own.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
-from djangosuites import CACHE, SERIES, SuiteSetupError, cannot_pass, prepare, start
+from djangosuites import CACHE, PARTS, SERIES, SuiteSetupError, cannot_pass, prepare, start
 
 # Django skips its culling tests for Redis (the "cull" caches are excluded, as for its
 # own RedisCache): Redis bounds memory itself. No other skip is accepted.
@@ -26,20 +28,22 @@ AT_LEAST = 180
 
 def _results(seawall_server: Any) -> dict[str, dict[str, Any]]:
     try:
-        suites = {series: prepare(series) for series in SERIES}
+        # Side by side: each fetches an sdist and may build a virtualenv (20-30 s cold).
+        with concurrent.futures.ThreadPoolExecutor(len(SERIES)) as pool:
+            suites = dict(zip(SERIES, pool.map(prepare, SERIES), strict=True))
     except SuiteSetupError as exc:
         pytest.fail(f"cannot set up Django's suites: {exc}", pytrace=False)
-    running = {}
-    for db, (series, suite) in enumerate(suites.items(), start=1):
-        out = CACHE / f"results-{suite.version}.json"
-        out.unlink(missing_ok=True)
-        running[series] = (
-            suite,
-            out,
-            start(suite, f"{seawall_server.url.rsplit('/', 1)[0]}/{db}", out),
-        )
-    results = {}
-    for series, (suite, out, process) in running.items():
+    base = seawall_server.url.rsplit("/", 1)[0]
+    running = []
+    db = 0
+    for series, suite in suites.items():
+        for part in PARTS:
+            db += 1
+            out = CACHE / f"results-{suite.version}-{part}.json"
+            out.unlink(missing_ok=True)
+            running.append((series, suite, out, start(suite, f"{base}/{db}", out, part)))
+    results: dict[str, dict[str, Any]] = {}
+    for series, suite, out, process in running:
         output = process.communicate(timeout=240)[0].decode(errors="replace")
         if not Path(out).exists():
             pytest.fail(f"Django {suite.version}'s runner wrote no results:\n{output[-3000:]}")
@@ -47,7 +51,14 @@ def _results(seawall_server: Any) -> dict[str, dict[str, Any]]:
         if "crashed" in report:
             pytest.fail(f"Django {suite.version}'s runner crashed:\n{report['crashed']}")
         assert report["version"] == suite.version, "the Django that ran is not the sdist's"
-        results[series] = report
+        merged = results.setdefault(
+            series,
+            {"version": suite.version, "ran": 0, "passed": [], "failed": {}, "skipped": {}},
+        )
+        merged["ran"] += report["ran"]
+        merged["passed"] += report["passed"]
+        merged["failed"].update(report["failed"])
+        merged["skipped"].update(report["skipped"])
     return results
 
 
