@@ -9,7 +9,10 @@ cluster did not finish in 120 s; after, they take about 9 s.
 
 from __future__ import annotations
 
+import multiprocessing
+
 import exitworkers
+import pytest
 from conftest import SPAWN, Target
 
 ROUNDS = 20
@@ -17,9 +20,12 @@ ROUNDS = 20
 
 def test_event_loops_with_listeners_end_promptly(target: Target) -> None:
     with SPAWN.Pool(1) as pool:
-        worst = pool.apply_async(
-            exitworkers.slowest_exit, (target.url, target.cluster, ROUNDS)
-        ).get(timeout=90)
+        try:
+            worst = pool.apply_async(
+                exitworkers.slowest_exit, (target.url, target.cluster, ROUNDS)
+            ).get(timeout=240)
+        except multiprocessing.TimeoutError:
+            pytest.fail(f"{ROUNDS} event loops did not end within 240 s")
     # Each round sleeps at most 0.3 s and connects a few times; a cancelled listener
-    # that kept going would take its 10 s idle period.
-    assert worst < 5.0, f"an event loop took {worst:.1f} s to end"
+    # that kept going would take its idle period (exitworkers.IDLE_EXIT, 300 s) or more.
+    assert worst < 60.0, f"an event loop took {worst:.1f} s to end"
