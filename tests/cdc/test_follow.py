@@ -79,6 +79,13 @@ def test_update_of_the_mapped_column_invalidates_old_and_new_key(
         "both the old and the new email are invalidated",
     )
     labels = {"source": follower.source.name}
+    # The keys are gone a moment before the change is counted; the lag gauge is also set
+    # every status interval, checkpoint or not: wait for the count.
+    wait_until(
+        lambda: registry.get_sample_value("seawall_follower_events_total", labels) is not None,
+        5,
+        "the change is counted after its invalidation",
+    )
     wait_until(
         lambda: registry.get_sample_value("seawall_follower_lag_seconds", labels) is not None,
         5,
