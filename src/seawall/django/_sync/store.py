@@ -29,7 +29,7 @@ from seawall.django.errors import NotAnInteger
 from seawall.errors import CacheWaitTimeout
 from seawall.shared import _concurrency, _scripts, _tokens
 from seawall.shared._sync.scripts import run_script
-from seawall.shared._concurrency import call_loader
+from seawall.shared._concurrency import Event, call_loader, scope
 from seawall.shared._validate import Client
 
 _LOAD = _scripts.load("seawall.django", "django_load")
@@ -43,6 +43,12 @@ LISTENER_START = 0.5
 LEASE_GRACE = 0.01
 # Keys deleted per UNLINK by clear().
 CLEAR_BATCH = 500
+
+# (event loop or process, client, lease key) -> (wake-up event, end of the wait): the wait
+# of a begin_load() caller of this process for another's lease, which the callers of the
+# same key that come meanwhile share instead of each running the lease script (a page
+# that 50 requests of one process miss together then costs one script, not 50).
+_waits: dict[tuple[object, int, str], tuple[Event, float]] = {}
 
 
 def px(timeout: float) -> int:
@@ -313,6 +319,15 @@ class RedisStore:
         itself without a lease (waiters never queue for a lease one by one)."""
         keys = flight_keys(key)
         lease = keys[1]
+        slot = (scope(), id(self.client), lease)
+        shared = _waits.get(slot)
+        if shared is not None:
+            # Another caller here waits for this lease already: its wake-up is ours.
+            event, until = shared
+            left = until - _concurrency.monotonic()
+            if left > 0:
+                event.wait(left)
+                return None
         token = _tokens.token_hex()
         waker = get_cache_waker(self.client)
         listening = waker.ready or waker.start(LISTENER_START)
@@ -326,7 +341,14 @@ class RedisStore:
                 return token
             if code == 3:
                 lease_left = max(int(reply[1]), 0) / 1000
-                watch.event.wait(min(self.wait_timeout, lease_left + LEASE_GRACE))
+                bound = min(self.wait_timeout, lease_left + LEASE_GRACE)
+                mine = (watch.event, _concurrency.monotonic() + bound)
+                shared = _waits.setdefault(slot, mine)
+                try:
+                    watch.event.wait(bound)
+                finally:
+                    if shared is mine:
+                        del _waits[slot]
             return None
         finally:
             waker.unwatch(lease, watch)
