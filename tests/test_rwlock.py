@@ -20,6 +20,7 @@ from owners import OwnerPerObject
 import seawall
 import seawall.aio
 from seawall.locks._async.renewer import get_renewer as get_async_renewer
+from seawall.locks._rwpolicy import READER_QUEUE_TTL
 from seawall.locks._sync.renewer import get_renewer
 
 
@@ -143,7 +144,13 @@ def test_context_manager_and_timeout(target: Target, world: str) -> None:
                     return int(writer.fence)
 
             assert await asyncio.to_thread(both) == await env.fence(blocker) + 1
-        assert leftovers(env.target) == []
+        # The reader that timed out leaves the queue with one bounded look (LAST_LOOK); on
+        # a loaded machine that look can go unanswered in time, and its queue entry (and
+        # the admission the writer's release then gave it) lapse by themselves. Nothing
+        # that holds the lock may be left.
+        queued = (":waiters", ":admitted")
+        assert [k for k in leftovers(env.target) if not k.endswith(queued)] == []
+        await until(lambda: leftovers(env.target) == [], READER_QUEUE_TTL + 5.0)
 
     play(target, world, body)
 
