@@ -129,11 +129,14 @@ async def _holder_async(url: str, cluster: bool, name: str, ttl: float, pipe: Co
             return
 
 
-def contend(url: str, name: str, seconds: float) -> list[float]:
-    """Acquire/release in a tight loop for `seconds`; returns each acquisition's wait (s)."""
+def contend(url: str, name: str, seconds: float, start_at: float) -> list[float]:
+    """Acquire/release in a tight loop for `seconds` from wall-clock `start_at` (so that
+    every process contends over the same window); returns each acquisition's wait (s)."""
     r = redis.Redis.from_url(url)
     lock = seawall.Lock(r, name, ttl=10.0, timeout=30)
+    r.ping()  # connected before the window
     waits = []
+    time.sleep(max(0.0, start_at - time.time()))
     until = time.monotonic() + seconds
     while time.monotonic() < until:
         started = time.monotonic()

@@ -170,6 +170,22 @@ def cannot_pass(section: str, doc: str = "cp-lock-compat.md") -> dict[str, str]:
     return listed
 
 
+def check_outcomes(
+    results: dict[str, str], listed: dict[str, str], at_least: int, what: str, doc: str
+) -> None:
+    """The peer's tests ran (at least `at_least`), and those that failed are exactly the
+    ones docs/`doc` lists as unable to pass, each of which ran."""
+    failed = {name for name, outcome in results.items() if outcome != "passed"}
+    passed = set(results) - failed
+    print(f"{what}: {len(passed)} passed, {len(failed)} failed ({len(listed)} listed)")
+    assert len(results) >= at_least, f"only {len(results)} of {what} ran"
+    assert not failed - set(listed), f"{what}: unlisted failures: {sorted(failed - set(listed))}"
+    assert not passed & set(listed), (
+        f"{what}: {sorted(passed & set(listed))} pass: remove them from docs/{doc}"
+    )
+    assert set(listed) <= set(results), f"listed but not run: {sorted(set(listed) - set(results))}"
+
+
 def outcome_recorder(out_env: str = "SEAWALL_PEER_SUITE_OUT") -> tuple[object, object]:
     """The two pytest hooks a peer plugin uses to write each test's outcome as JSON."""
     outcomes: dict[str, str] = {}

@@ -41,15 +41,7 @@ ETCD3_AT_LEAST = 7
 
 
 def _check(results: dict[str, str], listed: dict[str, str], at_least: int, what: str) -> None:
-    failed = {name for name, outcome in results.items() if outcome != "passed"}
-    passed = set(results) - failed
-    print(f"{what}: {len(passed)} passed, {len(failed)} failed ({len(listed)} listed)")
-    assert len(results) >= at_least, f"only {len(results)} of {what} ran"
-    assert not failed - set(listed), f"{what}: unlisted failures: {sorted(failed - set(listed))}"
-    assert not passed & set(listed), (
-        f"{what}: {sorted(passed & set(listed))} pass: remove them from docs/cp-lock-compat.md"
-    )
-    assert set(listed) <= set(results), f"listed but not run: {sorted(set(listed) - set(results))}"
+    peersuites.check_outcomes(results, listed, at_least, what, "cp-lock-compat.md")
 
 
 def test_kazoos_own_lock_tests_pass_with_seawall_zookeeper_lock(seawall_zookeeper: Any) -> None:
