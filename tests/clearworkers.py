@@ -13,9 +13,10 @@ import seawall
 def read_across_clear(url: str, cluster: bool, name: str, pipe: Connection) -> None:
     """Hold key "k" in this process's L1, then read it without pause until told to stop.
 
-    Sends "ready" once the value is held, then (monotonic time, L1 epoch before the read,
-    value) for every read. Nothing else writes to the namespace, so the L1 epoch moves
-    only when the clear's message empties the L1.
+    Sends "ready" once the value is held, "told" once the L1 epoch has moved, then
+    (monotonic time, L1 epoch before the read, value) for every read. Nothing else
+    writes to the namespace, so the L1 epoch moves only when the clear's message empties
+    the L1.
     """
     r = sync_client(url, cluster)
     cache = seawall.Cache(r, name, ttl=300, l1_ttl=60)
@@ -27,9 +28,14 @@ def read_across_clear(url: str, cluster: bool, name: str, pipe: Connection) -> N
         time.sleep(0.01)
     pipe.send("ready")
     reads = []
+    first_epoch = cache.l1.epoch
+    told = False
     while not pipe.poll(0):
         epoch = cache.l1.epoch
         reads.append((time.monotonic(), epoch, cache.get("k")))
+        if epoch != first_epoch and not told:
+            pipe.send("told")  # the parent reads on a while, then says stop
+            told = True
         time.sleep(0.0005)
     pipe.send(reads)
     r.close()

@@ -101,6 +101,9 @@ def test_another_process_never_reads_an_old_entry_once_told(target: Target) -> N
         cache.clear()
         cleared = time.monotonic()
         assert cache.get("k") is None  # the caller: at once
+        # Told in moments (without the message the L1 would keep "old" for its 60 s), and
+        # it reads on for a second after that, not a fixed second from the clear.
+        assert here.poll(30) and here.recv() == "told", "the clear's message never came"
         time.sleep(1.0)
         here.send("stop")
         assert here.poll(30)
@@ -121,7 +124,8 @@ def test_another_process_never_reads_an_old_entry_once_told(target: Target) -> N
     )
     took = told[0] - cleared
     print(f"\nclear() returned -> the child's L1 emptied: {took * 1000:.1f} ms")
-    assert took < 2.0, f"the message took {took:.3f} s"
+    # A bound a stalled machine cannot reach, but far below the L1's 60 s.
+    assert took < 30.0, f"the message took {took:.3f} s"
 
 
 # --- a load in flight across a clear ------------------------------------------------------
@@ -337,6 +341,11 @@ def test_without_an_l1_a_process_hears_clears_only(target: Target) -> None:
     writer.set("k", 1)
     writer.clear()
     asyncio.run(learned(off, generation_in_redis(target, "modes")))
+    # learned() may have read the generation from Redis before the clear's message came.
+    deadline = time.monotonic() + 10
+    while listener.received == 0:
+        assert time.monotonic() < deadline, "the clear's message never came"
+        time.sleep(0.01)
     time.sleep(0.2)
     assert listener.received == 1  # the clear; the set's discard never came
     # An L1 that keeps entries: deaf (nothing kept, no generation trusted) until the
