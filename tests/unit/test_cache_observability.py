@@ -7,7 +7,6 @@ import asyncio
 import logging
 import re
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -60,7 +59,9 @@ def test_a_cleanup_that_cannot_reach_redis_is_debug_other_failures_warn(
     _concurrency.background(down, "a refresh", cleanup=False)
     _concurrency.spawn(down, "giving back a lease", cleanup=True)
     _concurrency.spawn(down, "a task")
-    time.sleep(0.2)  # the threads log
+    for thread in threading.enumerate():  # the spawned threads log before they end
+        if thread.name in ("giving back a lease", "a task"):
+            thread.join(30)
 
     async def cleanup() -> None:
         _concurrency.async_background(_adown, "x")
