@@ -91,7 +91,7 @@ def test_tasks_that_miss_one_page_share_one_wait(seawall_url: str) -> None:
                 await asyncio.sleep(0.005)
             event = _shared_wait(async_store._waits, lease_key)
             joiners = [asyncio.create_task(cache.abegin_load(key)) for _ in range(JOINERS)]
-            while len(event._event._waiters) < JOINERS + 1:  # asyncio.Event's waiters
+            while len(event._waiters) < JOINERS + 1:  # every task waits on it
                 await asyncio.sleep(0.005)
             await cache.aset(key, "the page")
             await cache.aend_load(key, token)

@@ -22,6 +22,8 @@ from typing import Any, TypeVar
 
 from redis.exceptions import RedisClusterException, RedisError
 
+from seawall.shared._async_event import AsyncEvent as AsyncEvent  # re-exported
+
 log = logging.getLogger("seawall")
 # A library leaves output to the application: lost leases are reported through on_lost and
 # LockNotOwnedError; the log records are there for whoever configures logging.
@@ -31,30 +33,6 @@ T = TypeVar("T")
 
 # Monotonic clock used for every lease and timeout; tests may replace it.
 monotonic = time.monotonic
-
-
-class AsyncEvent:
-    def __init__(self) -> None:
-        self._event = asyncio.Event()
-
-    def set(self) -> None:
-        self._event.set()
-
-    def clear(self) -> None:
-        self._event.clear()
-
-    def is_set(self) -> bool:
-        return self._event.is_set()
-
-    async def wait(self, timeout: float | None) -> bool:
-        if self._event.is_set():
-            return True
-        try:
-            async with asyncio.timeout(timeout):
-                await self._event.wait()
-        except TimeoutError:
-            return False
-        return True
 
 
 class Event:
