@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from cacheworkers import absent_requests, calls_key, report, stampede
 from conftest import SPAWN, Target
+from waiting import wait_until
 
 import seawall
 import seawall.aio
@@ -139,13 +140,13 @@ def test_stale_values_are_served_while_one_refresh_runs(
         for thread in threads:
             thread.join()
         check_reads(answers, latencies, cache)
-        wait_until(lambda: cache.get("k") == "v2")
+        wait_until(lambda: cache.get("k") == "v2", 5, "the refresh lands")
         assert int(r.get(counter)) == 2  # the first load and exactly one refresh
         # A failing refresh: the old value stays, the failure is logged.
         r.set("test:fail", 1)
         time.sleep(0.25)
         assert cache.get_or_load("k", loader) == "v2"
-        wait_until(lambda: "refreshing key 'k' failed" in caplog.text)
+        wait_until(lambda: "refreshing key 'k' failed" in caplog.text, 5, "the failure is logged")
         for _ in range(50):
             assert cache.get_or_load("k", loader) == "v2"
         # One failed refresh: its lease paces retries, the database is not hit per read.
@@ -205,13 +206,6 @@ def check_reads(answers: list[Any], latencies: list[float], cache: Any) -> None:
     assert max(latencies) < 1.5, max(latencies)
     stats = cache.stats()
     assert stats.stale_served == 1000 and stats.refreshes == 1 and stats.waits == 0
-
-
-def wait_until(condition: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
 
 
 # --- acceptance 7 and 10: warm() spreads expiries ----------------------------------------------

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import Any
 
 import pytest
 from conftest import Target
+from waiting import wait_until
 
 import seawall
 import seawall.aio
@@ -19,13 +19,6 @@ def gets(r: Any) -> int:
     return sum(
         int(stats.get(f"cmdstat_{name}", {}).get("calls", 0)) for name in ("get", "mget", "evalsha")
     )
-
-
-def wait_until(condition: Any, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.02)
 
 
 def test_a_hot_key_is_served_from_memory_when_l1_is_off(target: Target) -> None:
@@ -49,7 +42,9 @@ def test_a_hot_key_is_served_from_memory_when_l1_is_off(target: Target) -> None:
 
     # Another process's write reaches the copy held in memory, as it reaches any L1.
     seawall.Cache(target.sync(), "hot", ttl=60, hot_keys=0).set("hot", "h2")
-    wait_until(lambda: cache.get_or_load("hot", lambda: "never") == "h2", timeout=2.0)
+    wait_until(
+        lambda: cache.get_or_load("hot", lambda: "never") == "h2", 2, "the hot key's new value"
+    )
     # And a write of our own replaces it at once.
     cache.set("hot", "h3")
     assert cache.get_or_load("hot", lambda: "never") == "h3"
@@ -112,7 +107,7 @@ def test_top_keys_are_published_for_seawall_hotkeys(standalone: Target) -> None:
         published[:] = [k.decode() for k in r.keys("seawall:hotkeys:*")]
         return bool(published)
 
-    wait_until(seen)
+    wait_until(seen, 5, "the hot key is seen")
     [key] = published
     assert key.startswith("seawall:hotkeys:{published}:")
     ranked = r.zrevrange(key, 0, -1, withscores=True)

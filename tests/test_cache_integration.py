@@ -10,16 +10,10 @@ import pytest
 import redis
 import redis.asyncio
 from conftest import Target
+from waiting import wait_until
 
 import seawall
 import seawall.aio
-
-
-def wait_until(condition: Any, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.01)
 
 
 def test_bloom_filter_answers_absent_keys_without_the_loader(target: Target) -> None:
@@ -70,16 +64,16 @@ def test_set_and_delete_drop_the_copies_in_other_processes_l1(target: Target) ->
     here = seawall.Cache(target.sync(), "shared", ttl=60, l1_ttl=30)
     there = seawall.Cache(target.sync(), "shared", ttl=60, l1_ttl=30)
     here.set("k", "v1")
-    wait_until(lambda: here._listener() is not None and here._listener().listening)  # type: ignore[union-attr]
+    wait_until(lambda: here._listener() is not None and here._listener().listening, 5, "listening")  # type: ignore[union-attr]
     assert here.get_or_load("k", lambda: "unused") == "v1"  # now held in here's L1
     hits = here.stats().l1_hits
     assert here.get_or_load("k", lambda: "unused") == "v1"
     assert here.stats().l1_hits == hits + 1
     there.set("k", "v2")
-    wait_until(lambda: here.get("k") == "v2", timeout=2.0)
+    wait_until(lambda: here.get("k") == "v2", 2, "the set reaches the other L1")
     assert here.get_or_load("k", lambda: "unused") == "v2"
     there.delete("k")
-    wait_until(lambda: here.get("k") is None, timeout=2.0)
+    wait_until(lambda: here.get("k") is None, 2, "the delete reaches the other L1")
     assert here.get_or_load("k", lambda: "v3") == "v3"
 
 
@@ -121,7 +115,8 @@ def test_frozen_redis_serves_recent_copies_and_rate_limits_the_loader(
     limit = seawall.RateLimiter(rate_per_s=0.01, burst=3)
     cache = seawall.Cache(r, "down", ttl=60, breaker=breaker, loader_limit=limit)
     cache.set("held", "copy")
-    wait_until(lambda: cache._listener() is not None and cache._listener().listening)  # type: ignore[union-attr]
+    listening = lambda: cache._listener() is not None and cache._listener().listening  # type: ignore[union-attr]  # noqa: E731
+    wait_until(listening, 5, "listening")
     assert cache.get_or_load("held", lambda: "unused") == "copy"  # in the L1 now
     server.pause()  # SIGSTOP: connections hang, nothing is refused
     try:
@@ -191,7 +186,7 @@ def test_xfetch_refreshes_a_fresh_value_early_once(standalone: Target) -> None:
 
     assert cache.get_or_load("k", loader) == "v1"
     assert cache.get_or_load("k", loader) == "v1"  # fresh: served, refresh started
-    wait_until(lambda: cache.get("k") == "v2")
+    wait_until(lambda: cache.get("k") == "v2", 5, "the new value")
     stats = cache.stats()
     assert stats.loads == 2 and stats.refreshes >= 1
     off = seawall.Cache(r, "xfetch-off", ttl=30, l1_size=0)

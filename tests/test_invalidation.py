@@ -16,6 +16,7 @@ import redis
 import redis.cluster
 from conftest import SPAWN, Target
 from invalworkers import RecordingL1, listener
+from waiting import eventually
 
 from seawall.cache._async.invalidation import get_invalidator as get_async_invalidator
 from seawall.cache._sync.invalidation import get_invalidator
@@ -35,15 +36,6 @@ def kill_listeners(target: Target | str, cluster: bool = False) -> int:
                 killed += 1
     admin.close()
     return killed
-
-
-def wait_until(condition: Any, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.005)
-    return True
 
 
 # --- acceptance 9: a write in process A is seen by process B within 100 ms -----------------
@@ -305,7 +297,7 @@ def test_frozen_server_is_noticed_by_ping(seawall_server_factory: Any) -> None:
     frozen = time.monotonic()
     try:
         bound = invalidation.PING_AFTER + invalidation.DEAD_AFTER + 2 * invalidation.POLL
-        assert wait_until(lambda: l1.clears != [], bound + 2.0)
+        assert eventually(lambda: l1.clears != [], bound + 2.0)
         took = time.monotonic() - frozen
         print(f"cleared {took:.2f} s after the server froze (bound {bound:.2f} s)")
         assert took <= bound + 0.5 and not b.listening and l1.data == {}

@@ -8,18 +8,11 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
+from waiting import wait_until as wait_until  # re-exported: the cdc tests' wait
+
 from seawall.cache._codec import cache_keys
-
-
-def wait_until(condition: Callable[[], Any], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout} s: {what}")
-        time.sleep(0.02)
 
 
 def in_redis(client: Any, namespace: str, key: Any) -> bool:

@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 import redis
 import redis.asyncio
+from waiting import wait_until
 
 import seawall
 import seawall.aio
@@ -86,13 +87,6 @@ async def async_timed(call: Callable[[], Any]) -> tuple[float, Any]:
     return time.monotonic() - started, outcome
 
 
-def wait_until(check: Callable[[], bool], what: str, limit: float = 10.0) -> None:
-    end = time.monotonic() + limit
-    while not check():
-        assert time.monotonic() < end, f"{what} did not happen within {limit} s"
-        time.sleep(0.01)
-
-
 # --- locks: acquire(timeout=1.0) against a frozen server ----------------------------------
 
 
@@ -115,7 +109,7 @@ def test_sync_acquire_is_bounded_by_its_timeout(
         assert took < BOUND, f"{kind}: acquire(timeout={TIMEOUT}) waited {took:.1f} s"
         # A token the frozen server may have granted is given back in the background.
         key = main_key(kind, lock)
-        wait_until(lambda: not _held(admin, kind, key), f"{kind}: cleanup of a timed-out try")
+        wait_until(lambda: not _held(admin, kind, key), 10, f"{kind}: cleanup of a timed-out try")
         assert sync_lock(kind, r, "frozen").acquire(blocking=False)
     finally:
         r.close()
@@ -221,7 +215,7 @@ def test_sync_cache_wait_is_bounded(seawall_server_factory: Any, socket_timeout:
             target=lambda: outcome.append(timed(lambda: waiter.get_or_load("k", str))[1])
         )
         wait.start()
-        wait_until(lambda: waiter.stats().waits >= 1, "the wait on the load")
+        wait_until(lambda: waiter.stats().waits >= 1, 10, "the wait on the load")
         with frozen(server):
             wait.join(FREEZE_LIMIT + 2)
             took = time.monotonic() - started
@@ -405,7 +399,7 @@ def test_sync_replicated_acquire_is_bounded(
             took, outcome = timed(lock.acquire)
         assert outcome is False, f"acquire gave {outcome!r} after {took:.1f} s"
         assert took < BOUND, f"acquire(timeout={TIMEOUT}) waited {took:.1f} s"
-        wait_until(lambda: not admin.exists(lock.key), "cleanup of a timed-out try")
+        wait_until(lambda: not admin.exists(lock.key), 10, "cleanup of a timed-out try")
     finally:
         r.close()
         admin.close()

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from cacheworkers import calls_key, db_connect, db_write, load_once, report, stale_reader
 from conftest import SPAWN, Target
+from waiting import wait_until
 
 import seawall
 
@@ -38,10 +39,10 @@ def test_killed_loader_is_taken_over_within_the_lease(target: Target, world: str
     second.start()
     try:
         go_first.set()
-        wait_for(lambda: r.get(calls_key(name)) == b"1", "the first process never loaded")
+        wait_until(lambda: r.get(calls_key(name)) == b"1", 15, "the first process loads")
         go_second.set()
         waiters = f"seawall:cache:{{{name}:victim}}:waiters"
-        wait_for(lambda: r.exists(waiters) == 1, "the second process never queued")
+        wait_until(lambda: r.exists(waiters) == 1, 15, "the second process queues")
         os.kill(first.pid, signal.SIGKILL)  # type: ignore[arg-type]
         killed_at = time.monotonic_ns()
         index, found, error = results.get(timeout=lease + 10)
@@ -57,13 +58,6 @@ def test_killed_loader_is_taken_over_within_the_lease(target: Target, world: str
         for proc in (first, second):
             proc.kill()
             proc.join(5)
-
-
-def wait_for(condition: Any, what: str, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.01)
 
 
 # --- acceptance 3 and 10: stale set against a real database ------------------------------------
