@@ -14,6 +14,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from lockworkers import async_client, sync_client
+from waiting import eventually
 
 from seawall.cache._async.invalidation import get_invalidator as get_async_invalidator
 from seawall.cache._sync.invalidation import get_invalidator
@@ -42,15 +43,6 @@ class RecordingL1:
             self.clears.append(now)
 
 
-def _wait(condition: Any, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.002)  # test helper: the library itself never polls like this
-    return True
-
-
 def _serve(l1: RecordingL1, invalidator: Any, pipe: Connection) -> None:
     """Answer the test's commands until ("stop",); runs in a thread in the async world."""
     while True:
@@ -60,7 +52,7 @@ def _serve(l1: RecordingL1, invalidator: Any, pipe: Connection) -> None:
             return
         if kind == "collect":  # wait for `count` discards
             _, count, timeout = command
-            _wait(lambda count=count: len(l1.discarded) >= count, timeout)
+            eventually(lambda count=count: len(l1.discarded) >= count, timeout, 0.002)
             with l1.lock:
                 pipe.send(dict(l1.discarded))
         elif kind == "fill":  # put keys in L1, as a cache would after reading Redis
@@ -69,8 +61,8 @@ def _serve(l1: RecordingL1, invalidator: Any, pipe: Connection) -> None:
                 pipe.send((len(l1.clears), invalidator.generation))
         elif kind == "await_clear":  # wait for a clear after `seen` earlier ones
             _, seen, timeout = command
-            _wait(lambda seen=seen: len(l1.clears) > seen, timeout)
-            relisten = _wait(lambda: invalidator.listening, timeout)
+            eventually(lambda seen=seen: len(l1.clears) > seen, timeout, 0.002)
+            relisten = eventually(lambda: invalidator.listening, timeout, 0.002)
             with l1.lock:
                 first = l1.clears[seen] if len(l1.clears) > seen else None
                 pipe.send((first, len(l1.data), invalidator.generation, relisten))

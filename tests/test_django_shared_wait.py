@@ -9,11 +9,11 @@ import asyncio
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import djangoworkers
 from cacheworld import requests_sent
+from waiting import wait_until
 
 djangoworkers.setup("redis://unused", "django.core.cache.backends.locmem.LocMemCache")
 
@@ -22,13 +22,6 @@ from seawall.django._async import store as async_store  # noqa: E402
 from seawall.django._sync import store as sync_store  # noqa: E402
 
 JOINERS = 20
-
-
-def _wait_until(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, what
-        time.sleep(0.005)
 
 
 def _shared_wait(waits: dict[Any, Any], lease_key: str) -> Any:
@@ -57,14 +50,14 @@ def test_threads_that_miss_one_page_share_one_wait(seawall_url: str) -> None:
     with requests_sent() as sent:
         first = threading.Thread(target=miss)
         first.start()
-        _wait_until(lambda: _shared_wait(sync_store._waits, lease_key) is not None, "no wait")
+        wait_until(lambda: _shared_wait(sync_store._waits, lease_key) is not None, 30, "a wait")
         event = _shared_wait(sync_store._waits, lease_key)
         joiners = [threading.Thread(target=miss) for _ in range(JOINERS)]
         for thread in joiners:
             thread.start()
         # Every caller blocked on the one event (CPython's threading.Condition keeps its
         # waiters in _waiters).
-        _wait_until(lambda: len(event._event._cond._waiters) == JOINERS + 1, "not all wait")
+        wait_until(lambda: len(event._event._cond._waiters) == JOINERS + 1, 30, "all wait")
         cache.set(key, "the page")
         cache.end_load(key, token)
         for thread in [first, *joiners]:
@@ -120,7 +113,7 @@ def test_a_shared_wait_ends_with_the_lease_when_nobody_wakes_it(seawall_url: str
     started = time.monotonic()
     first = threading.Thread(target=miss)
     first.start()
-    _wait_until(lambda: _shared_wait(sync_store._waits, lease_key) is not None, "no wait")
+    wait_until(lambda: _shared_wait(sync_store._waits, lease_key) is not None, 30, "a wait")
     joiners = [threading.Thread(target=miss) for _ in range(5)]
     for thread in joiners:
         thread.start()

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from conftest import Target
 from semaphoreworkers import FORKSERVER, cycle_permits, hold_permit
+from waiting import wait_until
 
 import seawall
 import seawall.aio
@@ -61,13 +62,6 @@ def _queued(target: Target, name: str) -> int:
     return int(target.sync().zcard(semaphore_keys(name).waiters))
 
 
-def _wait_until(condition: Any, seconds: float = 10.0) -> None:
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "condition never held"
-        time.sleep(0.005)
-
-
 # Alone: a queued waiter that does not try again within WAITER_LAPSE_MS (1.5 s) counts as
 # gone and loses its turn (liveness over order); beside 3 busy workers a waiter of the
 # cluster-async run once missed it, and the order came out [1, 0, 2].
@@ -91,7 +85,7 @@ def test_waiters_served_in_arrival_order(target: Target, world: str) -> None:
         for i in range(waiters):
             threads.append(threading.Thread(target=wait, args=(i,)))
             threads[-1].start()
-            _wait_until(lambda i=i: _queued(target, name) == i + 1)
+            wait_until(lambda i=i: _queued(target, name) == i + 1, 10, f"{i + 1} queued")
         # A newcomer does not overtake them, though it arrives while the permit is free.
         newcomer = seawall.Semaphore(target.sync(), name, value=1, ttl=5.0)
         holder.release()
@@ -369,7 +363,7 @@ def test_waiter_is_woken_by_release(standalone: Target) -> None:
 
     thread = threading.Thread(target=wait)
     thread.start()
-    _wait_until(lambda: _queued(standalone, "wake") == 1)
+    wait_until(lambda: _queued(standalone, "wake") == 1, 10, "one queued")
     released_at = time.monotonic()
     holder.release()
     thread.join(10)

@@ -26,10 +26,11 @@ import random
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from waiting import eventually
 
 from cdc import chaos
 from cdc.helpers import FollowerProcess
@@ -344,15 +345,6 @@ def rig(
             database.drop()
 
 
-def _wait(condition: Callable[[], bool], timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
 def test_every_fault_kind_is_scheduled_in_the_test_command() -> None:
     seen = [kind for seed in range(20) for kind in kinds(seed)]
     assert all(seen.count(kind) >= 3 for kind in FAULTS), seen
@@ -395,7 +387,7 @@ def test_no_invalidation_is_lost_under_chaos(rig: Rig, chunk: int) -> None:
             left[:] = rig.still_held(owed)
             return not left
 
-        gone = _wait(settled, BOUND)
+        gone = eventually(settled, BOUND, 0.05)
         took = time.monotonic() - healed
         logs = rig.logs()
         assert gone, (
