@@ -20,8 +20,20 @@ import seawall.aio
 
 # Commands the suite's own background work sends now and then (listener health checks,
 # the second-delete sweeper's look at its schedule, the cluster client's slot map, the
-# counting client's own connections): not the clear's, and not counted.
-BACKGROUND = {"info", "ping", "zrange", "memory", "cluster", "command", "config", "client", "hello"}
+# counting client's own connections, a Cluster replica's acknowledgements to its master
+# once a second): not the clear's, and not counted.
+BACKGROUND = {
+    "info",
+    "ping",
+    "zrange",
+    "memory",
+    "cluster",
+    "command",
+    "config",
+    "client",
+    "hello",
+    "replconf",
+}
 
 
 class World:
