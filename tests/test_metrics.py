@@ -68,9 +68,10 @@ def test_cache_requests_loads_and_their_durations(standalone: Target, registry: 
     assert delta("seawall_cache_load_duration_seconds_count", namespace=ns) == 2
     took = delta("seawall_cache_load_duration_seconds_sum", namespace=ns)
     assert 0.03 <= took < 5.0
-    # The 30 ms load falls in the 0.05 s bucket, not in 0.025.
+    # The 30 ms load falls above the 0.025 s bucket, the instant one in it (which bucket
+    # above it takes the 30 ms depends on how busy the machine is: not asserted).
     assert delta("seawall_cache_load_duration_seconds_bucket", namespace=ns, le="0.025") == 1
-    assert delta("seawall_cache_load_duration_seconds_bucket", namespace=ns, le="0.05") == 2
+    assert delta("seawall_cache_load_duration_seconds_bucket", namespace=ns, le="+Inf") == 2
     stats = cache.stats()
     assert (stats.hits, stats.requests) == (2, 4)
     assert stats.hit_rate == 0.5
