@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 import redis
 from conftest import Target
+from waiting import wait_until
 
 import seawall
 import seawall.aio
@@ -32,6 +33,20 @@ def _queued(r: Any, name: str, bound: float = 5.0) -> None:
     while not r.zcard(waiters):
         assert time.monotonic() < stop, f"nobody queued for {name!r}"
         time.sleep(0.005)
+
+
+def _handed_to_the_listener(lock: Any, name: str, bound: float = 30.0) -> None:
+    """Wait until the head waiting here for lock `name` has handed its next try to the
+    waker's listener (it is in its wait). Queued is not enough: a release between its
+    queueing try and its wait wakes it before it waits, and it then tries by itself
+    (right, but not the path these tests pin; a fresh-clone run saw it)."""
+    waker, key = lock._get_waker(), lock_keys(name).key
+
+    def handed() -> bool:
+        queue = waker._queues.get(key)
+        return bool(queue) and queue[0].attempt is not None
+
+    wait_until(handed, bound, f"the waiter for {name!r} hands its try to the listener")
 
 
 def _waiting_thread(lock: Any, timeout: float) -> tuple[threading.Thread, list[Any]]:
@@ -68,6 +83,7 @@ def test_a_hand_over_is_tried_by_the_listener_for_the_waiter(
     holder.acquire()
     thread, outcome = _waiting_thread(waiter, 10)
     _queued(r, "woken")
+    _handed_to_the_listener(waiter, "woken")
     holder.release()
     thread.join(5)
     assert outcome == [True]
@@ -113,6 +129,7 @@ def test_an_error_of_the_listeners_try_is_the_waiters(
     holder.acquire()
     thread, outcome = _waiting_thread(waiter, 10)
     _queued(r, "woken-error")
+    _handed_to_the_listener(waiter, "woken-error")
     holder.release()
     thread.join(5)
     assert len(outcome) == 1 and isinstance(outcome[0], redis.ConnectionError)
@@ -145,6 +162,7 @@ def test_a_wait_that_runs_out_during_the_try_gets_its_answer(
     thread = threading.Thread(target=run)
     thread.start()
     _queued(r, "late")
+    _handed_to_the_listener(waiter, "late")
     holder.release()
     thread.join(5)
     assert held == [True, True]
@@ -177,6 +195,11 @@ def test_a_cancelled_waiter_leaves_nothing_held(
         task = asyncio.create_task(waiter.acquire(timeout=20))
         waiters = lock_keys("cancelled-woken").waiters
         while not await r.zcard(waiters):
+            await asyncio.sleep(0.005)
+        waker, key = waiter._get_waker(), lock_keys("cancelled-woken").key
+        stop = time.monotonic() + 30
+        while not (waker._queues.get(key) and waker._queues[key][0].attempt is not None):
+            assert time.monotonic() < stop, "the waiter never handed its try to the listener"
             await asyncio.sleep(0.005)
         await holder.release()
         await asyncio.wait_for(started.wait(), 5)
