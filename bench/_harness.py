@@ -8,6 +8,7 @@ with `seawall.server()`, prints a table and, with `--json PATH`, writes its figu
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import math
 import os
@@ -16,7 +17,7 @@ import statistics
 import sys
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -209,6 +210,24 @@ def write_json(path: Path | None, benchmark: str, table: Table, notes: Mapping[s
         return
     document = {"benchmark": benchmark, "table": table, "notes": dict(notes), "argv": sys.argv}
     path.write_text(json.dumps(document, indent=1, allow_nan=True))
+
+
+# --- floors -------------------------------------------------------------------------------
+
+
+def one_async_get_per_key(client: redis.asyncio.Redis) -> Callable[[str], Awaitable[Any]]:
+    """The least an asyncio cache can do for the tasks of one process that read a key it
+    does not hold: one plain GET per key, whose reply every task asking for it shares."""
+    flights: dict[str, asyncio.Future[Any]] = {}
+
+    async def read(key: str) -> Any:
+        flight = flights.get(key)
+        if flight is None:
+            flight = flights[key] = asyncio.get_running_loop().create_future()
+            flight.set_result(await client.get(key))
+        return await flight
+
+    return read
 
 
 # --- counting requests --------------------------------------------------------------------

@@ -29,6 +29,7 @@ from _harness import (
     format_table,
     machine_note,
     median,
+    one_async_get_per_key,
     parse_args,
     write_json,
 )
@@ -102,19 +103,7 @@ async def _stale_passes(url: str, rounds: int) -> dict[str, list[tuple[float, fl
         await asyncio.sleep(REFRESH)
         return "value"
 
-    def one_get_per_process() -> Callable[[str], Awaitable[Any]]:
-        flights: dict[str, asyncio.Future[Any]] = {}
-
-        async def read(key: str) -> Any:
-            flight = flights.get(key)
-            if flight is None:
-                flight = flights[key] = asyncio.get_running_loop().create_future()
-                flight.set_result(await floor_client.get(key))
-            return await flight
-
-        return read
-
-    floor_read = one_get_per_process()
+    floor_read = one_async_get_per_key(floor_client)
     readers: dict[str, Callable[[str], Awaitable[Any]]] = {
         "floor: one GET per process": floor_read,
         "seawall.aio.Cache": lambda key: cache.get_or_load(key, loader),

@@ -39,6 +39,7 @@ from _harness import (
     format_goals,
     format_table,
     machine_note,
+    one_async_get_per_key,
     parse_args,
     percentile,
     server_note,
@@ -196,17 +197,13 @@ def _shared_get(client: redis.Redis, loads: Loads) -> Any:
 
 def _shared_async_get(client: redis.asyncio.Redis, loads: Loads) -> Any:
     """`_shared_get` for tasks: one GET per process and key, shared by its requesters."""
-    flights: dict[str, asyncio.Future[Any]] = {}
+    shared = one_async_get_per_key(client)
 
     async def read(key: str) -> Any:
         if not loads.counting:
             await client.set(key, "value", ex=60)
             return "value"
-        flight = flights.get(key)
-        if flight is None:
-            flight = flights[key] = asyncio.get_running_loop().create_future()
-            flight.set_result(await client.get(key))
-        return await flight
+        return await shared(key)
 
     return read
 
