@@ -115,7 +115,11 @@ def test_frozen_redis_serves_recent_copies_and_rate_limits_the_loader(
     limit = seawall.RateLimiter(rate_per_s=0.01, burst=3)
     cache = seawall.Cache(r, "down", ttl=60, breaker=breaker, loader_limit=limit)
     cache.set("held", "copy")
-    listening = lambda: cache._listener() is not None and cache._listener().listening  # type: ignore[union-attr]  # noqa: E731
+
+    def listening() -> bool:
+        listener = cache._listener()
+        return listener is not None and listener.listening
+
     wait_until(listening, 5, "listening")
     assert cache.get_or_load("held", lambda: "unused") == "copy"  # in the L1 now
     server.pause()  # SIGSTOP: connections hang, nothing is refused
