@@ -78,7 +78,7 @@ async def scenario(kind: str, aio: bool, client: Any, third_client: Any) -> None
         assert await b.do(call("acquire", True, 5.0))
         # B's hold must outlast the checks below on a loaded machine (the object's ttl is
         # A's short one, unrenewed).
-        await b.do(lambda: shared.extend(ttl=10.0))
+        await b.do(lambda: shared.extend(ttl=60.0))
         fence_b = await b.do(read_fence())
         assert fence_b > fence_a
 
@@ -95,10 +95,10 @@ async def scenario(kind: str, aio: bool, client: Any, third_client: Any) -> None
         assert not await outsider.do(call("acquire", False, target=third))
 
         await b.do(call("release"))
-        # Free again (B's hold would outlast this wait: its lease is 10 s). Waiting, not one
+        # Free again (B's hold would outlast this wait: its lease is 60 s). Waiting, not one
         # try: a Redlock's single try can miss its quorum on a loaded machine when masters
         # answer after its node timeout.
-        assert await outsider.do(call("acquire", True, 5.0, target=third))
+        assert await outsider.do(call("acquire", True, 30.0, target=third))
         await outsider.do(call("release", target=third))
     finally:
         for owner in (a, b, outsider):
