@@ -42,6 +42,7 @@ from seawall.django._options import location_urls, make_client, refuse_foreign, 
 from seawall.django._serializer import make_serializer
 from seawall.django._sync.again import SecondDeletes
 from seawall.django._sync.store import RedisStore
+from seawall.django._woken import ReadFlights, sharing_since
 from seawall.django.errors import NotAnInteger
 from seawall.shared._concurrency import log
 
@@ -162,8 +163,13 @@ class RedisCache(AsyncMethods):
         store = self._store()
         local = self._x.local()
         if local is None:
+            since = sharing_since()
             return self._x.guarded(
-                lambda: store.get(made, default),
+                lambda: (
+                    store.get(made, default)
+                    if since is None
+                    else self._shared_get(store, made, since, default)
+                ),
                 lambda: self._x.stale_or(made, default, self._serializer.loads),
             )
         raw = local.get(made)
@@ -172,6 +178,13 @@ class RedisCache(AsyncMethods):
         epoch = local.fill_epoch()
         raw, pttl = self._x.guarded(lambda: store.get_with_pttl(made), answer_nothing)
         return self._filled(local, made, raw, pttl, epoch, default)
+
+    def _shared_get(self, store: RedisStore, key: str, since: float, default: Any) -> Any:
+        """get() inside the middleware's shared_since(): a GET of `key` sent since then
+        by another thread of this process is joined (see _woken)."""
+        flights = shared(("reads", self._where), ReadFlights)
+        raw = flights.read(key, since, lambda: store.client.get(key), self._wait_timeout)
+        return default if raw is None else self._serializer.loads(raw)
 
     def _filled(
         self, local: Any, key: str, raw: Any, pttl: int, epoch: int | None, default: Any

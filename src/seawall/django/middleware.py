@@ -39,7 +39,8 @@ from django.middleware import cache as django_cache
 from django.utils.cache import _generate_cache_header_key
 from django.utils.decorators import decorator_from_middleware_with_args
 
-from seawall.shared._concurrency import log
+from seawall.django._woken import shared_since
+from seawall.shared._concurrency import log, monotonic
 
 __all__ = [
     "CacheMiddleware",
@@ -132,23 +133,25 @@ class FetchFromCacheMiddleware(django_cache.FetchFromCacheMiddleware):
     others that miss with it (in every process) wait for it."""
 
     def process_request(self, request: HttpRequest) -> Any:
+        started = monotonic()
         response = super().process_request(request)
         if not self._wants_lease(request, response):
             return response
         cache = _leasing_cache(self)
         key = rendering_key(self.key_prefix, request)
-        return self._leased(request, cache, key, cache.begin_load(key))
+        return self._leased(request, cache, key, cache.begin_load(key), started)
 
     async def aprocess_request(self, request: HttpRequest) -> Any:
         """process_request for an event loop: Django's lookups (sync) in a worker thread,
         the wait for another request's page on the loop, holding no thread."""
+        started = monotonic()
         response = await _in_thread(super().process_request)(request)
         if not self._wants_lease(request, response):
             return response
         cache = _leasing_cache(self)
         key = rendering_key(self.key_prefix, request)
         token = await cache.abegin_load(key)
-        return await _in_thread(self._leased)(request, cache, key, token)
+        return await _in_thread(self._leased)(request, cache, key, token, started)
 
     def _wants_lease(self, request: HttpRequest, response: Any) -> bool:
         if response is not None or not getattr(request, "_cache_update_cache", False):
@@ -156,11 +159,15 @@ class FetchFromCacheMiddleware(django_cache.FetchFromCacheMiddleware):
         # Held already by this request (the site-wide middleware around a cache_page view).
         return (self.cache_alias, self.key_prefix) not in request.__dict__.get(LEASES, {})
 
-    def _leased(self, request: HttpRequest, cache: Any, key: str, token: str | None) -> Any:
+    def _leased(
+        self, request: HttpRequest, cache: Any, key: str, token: str | None, started: float
+    ) -> Any:
         if token is None:
             # Woken: stored meanwhile, or the rendering ended without a page (or this
             # request's Vary headers differ): looked up again, and rendered here if missing.
-            return super().process_request(request)
+            # The requests of this process woken with it share the lookup's GETs.
+            with shared_since(started):
+                return super().process_request(request)
         # Stored by a rendering that ended between the miss and the lease: served, not
         # rendered again.
         response = super().process_request(request)
