@@ -28,6 +28,8 @@ SERIES = {"5.2": (3, 10), "6.1": (3, 12)}
 # (from src/): Django's own requirements and redis-py.
 RUNTIME = ["asgiref>=3.8", "sqlparse>=0.5", "redis>=5"]
 PYTHON_ENV = "SEAWALL_DJANGO_PYTHON"
+# This environment's pip, installing into another Python's environment.
+PIP_INTO = [sys.executable, "-m", "pip", "--python"]
 
 
 class SuiteSetupError(Exception):
@@ -109,9 +111,11 @@ def python_for(series: str) -> str:
     stamp = venv / ".installed"
     if not stamp.exists() or stamp.read_text() != " ".join(RUNTIME):
         shutil.rmtree(venv, ignore_errors=True)
-        _check_output([working[0], "-m", "venv", str(venv)], f"creating {venv}")
+        # Without a pip of its own: this environment's pip installs into it (--python),
+        # without byte-compiling, in a third of the time.
+        _check_output([working[0], "-m", "venv", "--without-pip", str(venv)], f"creating {venv}")
         _check_output(
-            [str(python), "-m", "pip", "install", "--quiet", *RUNTIME],
+            [*PIP_INTO, str(python), "install", "--quiet", "--no-compile", *RUNTIME],
             f"installing {' '.join(RUNTIME)} into {venv}",
         )
         stamp.write_text(" ".join(RUNTIME))
@@ -136,9 +140,8 @@ def sdist_for(series: str, python: str) -> Path:
     if not fetched():
         _check_output(
             [
-                python,
-                "-m",
-                "pip",
+                *PIP_INTO,
+                python,  # whose version decides which releases fit
                 "download",
                 "--quiet",
                 "--no-deps",
