@@ -99,6 +99,7 @@ def prepare_redispy() -> tuple[Path, Path]:
                 "pip",
                 "install",
                 "--quiet",
+                "--no-compile",
                 "--no-deps",
                 "--target",
                 str(deps),

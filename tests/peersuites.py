@@ -219,6 +219,7 @@ def install_into(folder: Path, requirements: list[str]) -> Path:
             "pip",
             "install",
             "--quiet",
+            "--no-compile",
             "--target",
             str(folder),
             *requirements,
