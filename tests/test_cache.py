@@ -4,14 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from cacheworkers import absent_requests, calls_key, report, stampede
+from cacheprocesses import Go, serve
+from cacheworkers import absent_requests, calls_key, stampede
 from conftest import SPAWN, Target
 from waiting import wait_until
 
@@ -19,29 +21,67 @@ import seawall
 import seawall.aio
 
 
-def in_processes(
-    function: Any, arg_lists: list[tuple[Any, ...]], go: Any, timeout: float
-) -> list[Any]:
-    """Run `function` in one spawned process per argument tuple; set `go` once all started."""
-    results = SPAWN.Queue()
-    procs = [
-        SPAWN.Process(target=report, args=(results, i, function, *args))
-        for i, args in enumerate(arg_lists)
-    ]
-    for proc in procs:
-        proc.start()
-    try:
-        time.sleep(0.3)  # most of a worker's start is importing; the rest waits for `go`
-        go.set()
-        found = [results.get(timeout=timeout) for _ in procs]
-    finally:
-        for proc in procs:
+class Processes:
+    """Four spawned processes kept for the module (tests/cacheprocesses.py): each test's
+    run sends them its function and arguments instead of spawning four of its own."""
+
+    def __init__(self) -> None:
+        self.go = SPAWN.Event()
+        self.pipes: list[Any] = []
+        self.procs: list[Any] = []
+
+    def start(self, count: int) -> None:
+        while len(self.procs) < count:
+            mine, theirs = SPAWN.Pipe()
+            proc = SPAWN.Process(target=serve, args=(self.go, theirs), daemon=True)
+            proc.start()
+            theirs.close()
+            self.pipes.append(mine)
+            self.procs.append(proc)
+
+    def stop(self) -> None:
+        for pipe, proc in zip(self.pipes, self.procs, strict=True):
+            with contextlib.suppress(OSError):
+                pipe.send(None)
             proc.join(5)
             if proc.is_alive():
                 proc.kill()
-    errors = [error for _, _, error in found if error]
+                proc.join()
+            pipe.close()
+        self.pipes, self.procs = [], []
+
+
+@pytest.fixture(scope="module")
+def processes() -> Iterator[Processes]:
+    kept = Processes()
+    yield kept
+    kept.stop()
+
+
+def in_processes(
+    processes: Processes, function: Any, arg_lists: list[tuple[Any, ...]], timeout: float
+) -> list[Any]:
+    """Run `function` in one process per argument tuple, each `Go()` among the arguments
+    standing for one event; set it once all have started."""
+    processes.start(len(arg_lists))
+    processes.go.clear()
+    pipes = processes.pipes[: len(arg_lists)]
+    for pipe, args in zip(pipes, arg_lists, strict=True):
+        pipe.send((function, args))
+    found = []
+    try:
+        time.sleep(0.3)  # each sets up its client and threads, then waits for `go`
+        processes.go.set()
+        deadline = time.monotonic() + timeout
+        for pipe in pipes:
+            assert pipe.poll(max(0.0, deadline - time.monotonic())), "a process never answered"
+            found.append(pipe.recv())
+    finally:
+        if len(found) < len(pipes):  # one may still run: the next test gets new ones
+            processes.stop()
+    errors = [error for _, error in found if error]
     assert not errors, errors
-    return [result for _, result, _ in sorted(found, key=lambda item: item[0])]
+    return [result for result, _ in found]
 
 
 def run(world: str, target: Target, body: Callable[[Any, Any], Any], **options: Any) -> Any:
@@ -64,11 +104,12 @@ def run(world: str, target: Target, body: Callable[[Any, Any], Any], **options: 
 # --- acceptance 1 and 10: one stampede, one loader call ------------------------------------------
 
 
-def test_stampede_of_4_processes_x_50_threads_makes_one_load(target: Target) -> None:
-    go = SPAWN.Event()
+def test_stampede_of_4_processes_x_50_threads_makes_one_load(
+    target: Target, processes: Processes
+) -> None:
     name = "stampede-sync"
-    args = (target.url, target.cluster, "sync", name, 50, go, 0.2)
-    found = [a for answers in in_processes(stampede, [args] * 4, go, 60) for a in answers]
+    args = (target.url, target.cluster, "sync", name, 50, Go(), 0.2)
+    found = [a for answers in in_processes(processes, stampede, [args] * 4, 60) for a in answers]
     check_stampede(found, name, target)
 
 
@@ -87,17 +128,18 @@ def test_stampede_of_200_asyncio_tasks_makes_one_load(target: Target) -> None:
     )
 
 
-def test_stampede_across_processes_with_asyncio_tasks(standalone: Target) -> None:
-    go = SPAWN.Event()
+def test_stampede_across_processes_with_asyncio_tasks(
+    standalone: Target, processes: Processes
+) -> None:
     name = "stampede-mixed"
     # A 1 s loader: every other process is subscribed and queued well before the value
     # lands, so the test shows they are woken by it (without the publish they would
     # wait for the 5 s lease to run out).
     arg_lists = [
-        (standalone.url, False, world, name, 50, go, 1.0)
+        (standalone.url, False, world, name, 50, Go(), 1.0)
         for world in ("async", "async", "sync", "sync")
     ]
-    found = [a for answers in in_processes(stampede, arg_lists, go, 60) for a in answers]
+    found = [a for answers in in_processes(processes, stampede, arg_lists, 60) for a in answers]
     check_stampede(found, name, standalone)
 
 
@@ -249,11 +291,12 @@ def test_warm_without_jitter_would_expire_together(standalone: Target) -> None:
 # --- acceptance 6 (first half) and 10: penetration by absent ids ------------------------------
 
 
-def test_absent_ids_are_loaded_once_each_across_processes(target: Target) -> None:
+def test_absent_ids_are_loaded_once_each_across_processes(
+    target: Target, processes: Processes
+) -> None:
     # 10,000 ids on one server; 2,000 on the cluster (the same shape, a smaller time budget).
     count = 2_000 if target.cluster else 10_000
     ids = list(range(count))
-    go = SPAWN.Event()
     # Each id 5 times from 4 processes: 3 times in one process and twice in the next
     # (each process shuffles its share), so ids race across processes.
     size = count // 4
@@ -261,9 +304,10 @@ def test_absent_ids_are_loaded_once_each_across_processes(target: Target) -> Non
     shares = [quarters[p] * 3 + quarters[(p + 1) % 4] * 2 for p in range(4)]
     assert sum(len(s) for s in shares) == 5 * count
     arg_lists = [
-        (target.url, target.cluster, "absent", share, seed, go) for seed, share in enumerate(shares)
+        (target.url, target.cluster, "absent", share, seed, Go())
+        for seed, share in enumerate(shares)
     ]
-    counts = in_processes(absent_requests, arg_lists, go, 120)
+    counts = in_processes(processes, absent_requests, arg_lists, 120)
     assert sum(answered for answered, _ in counts) == 5 * count
     assert sum(loads for _, loads in counts) == count
 

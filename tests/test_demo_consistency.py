@@ -27,6 +27,9 @@ def stale_counts(monkeypatch: pytest.MonkeyPatch, database_url: str | None) -> d
         monkeypatch.delenv("DATABASE_URL", raising=False)
     else:
         monkeypatch.setenv("DATABASE_URL", database_url)
+    # The scenario runs in this process (its readers are threads): the demo's worker
+    # processes sit idle through it, and spawning the usual 8 costs seconds of CPU each.
+    monkeypatch.setattr(seawall.demo, "WORKERS", 1)
     out = io.StringIO()
     assert seawall.demo.run(quick=True, out=out, scenarios=[consistency.run]) == 0
     found = {}

@@ -41,6 +41,33 @@ LEASE = 120.0
 BOUND = 40.0
 
 
+class _Pools:
+    """One pool of PROCESSES processes per cache backend, started when first asked for and
+    shared by the module's tests: a spawned process that imports Django costs about a
+    second of CPU, and the tests' state is in Redis (flushed by each), not in the pools."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.started: dict[str, Any] = {}
+
+    def __call__(self, backend: str) -> Any:
+        if backend not in self.started:
+            self.started[backend] = SPAWN.Pool(PROCESSES, djangoworkers.setup, (self.url, backend))
+        return self.started[backend]
+
+    def close(self) -> None:
+        for pool in self.started.values():
+            pool.terminate()
+            pool.join()
+
+
+@pytest.fixture(scope="module")
+def pools(seawall_server: Any) -> Iterator[_Pools]:
+    started = _Pools(seawall_server.url)
+    yield started
+    started.close()
+
+
 def _round(pool: Any, url: str, backend: str, what: str, **options: Any) -> list[Any]:
     # Every thread of every process asks at the same wall-clock moment.
     start_at = time.time() + 1.0
@@ -57,35 +84,32 @@ def _page_keys(admin: redis.Redis) -> dict[str, list[bytes]]:
     }
 
 
-def test_an_expired_page_is_rendered_once_across_processes(seawall_server: Any) -> None:
-    url = seawall_server.url
-    admin = redis.Redis.from_url(url)
+def test_an_expired_page_is_rendered_once_across_processes(pools: _Pools) -> None:
+    admin = redis.Redis.from_url(pools.url)
     admin.flushdb()
-    with SPAWN.Pool(PROCESSES, djangoworkers.setup, (url, SEAWALL)) as pool:
-        # 1: never rendered; 2: the page expired, its Vary headers still known (the lease
-        # is on the page's key); 3: both expired (the lease is on the header list's key).
-        for expiry in (1, 2, 3):
-            answers = _round(pool, url, SEAWALL, "page:seawall")
-            assert int(admin.get("renders")) == expiry, "the page was rendered more than once"
-            assert set(answers) == {f"page rendered {expiry}"}, set(answers)
-            assert len(answers) == PROCESSES * THREADS
-            keys = _page_keys(admin)
-            assert len(keys["pages"]) == 1 and len(keys["headers"]) == 1, keys
-            admin.delete(*keys["pages"])
-            if expiry == 2:
-                admin.delete(*keys["headers"])
-        assert admin.keys("seawall:django:*") == [], "a lease or a waiters set outlived its page"
+    pool = pools(SEAWALL)
+    # 1: never rendered; 2: the page expired, its Vary headers still known (the lease is
+    # on the page's key); 3: both expired (the lease is on the header list's key).
+    for expiry in (1, 2, 3):
+        answers = _round(pool, pools.url, SEAWALL, "page:seawall")
+        assert int(admin.get("renders")) == expiry, "the page was rendered more than once"
+        assert set(answers) == {f"page rendered {expiry}"}, set(answers)
+        assert len(answers) == PROCESSES * THREADS
+        keys = _page_keys(admin)
+        assert len(keys["pages"]) == 1 and len(keys["headers"]) == 1, keys
+        admin.delete(*keys["pages"])
+        if expiry == 2:
+            admin.delete(*keys["headers"])
+    assert admin.keys("seawall:django:*") == [], "a lease or a waiters set outlived its page"
     admin.close()
 
 
-def test_djangos_cache_page_renders_once_per_request_in_flight(seawall_server: Any) -> None:
-    url = seawall_server.url
-    admin = redis.Redis.from_url(url)
+def test_djangos_cache_page_renders_once_per_request_in_flight(pools: _Pools) -> None:
+    admin = redis.Redis.from_url(pools.url)
     admin.flushdb()
-    with SPAWN.Pool(PROCESSES, djangoworkers.setup, (url, DJANGOS)) as pool:
-        # A slow rendering (0.5 s), so that on a loaded machine the requests still arrive
-        # while the first ones render: what is shown is the backend's, not the timing's.
-        answers = _round(pool, url, DJANGOS, "page:django", render_seconds=0.5)
+    # A slow rendering (0.5 s), so that on a loaded machine the requests still arrive
+    # while the first ones render: what is shown is the backend's, not the timing's.
+    answers = _round(pools(DJANGOS), pools.url, DJANGOS, "page:django", render_seconds=0.5)
     renders = int(admin.get("renders"))
     admin.close()
     # All 200 requests miss within milliseconds of each other and a rendering takes
@@ -94,21 +118,18 @@ def test_djangos_cache_page_renders_once_per_request_in_flight(seawall_server: A
     assert len(answers) == PROCESSES * THREADS
 
 
-def test_a_fragment_is_rendered_once_across_processes(seawall_server: Any) -> None:
-    url = seawall_server.url
-    admin = redis.Redis.from_url(url)
+def test_a_fragment_is_rendered_once_across_processes(pools: _Pools) -> None:
+    admin = redis.Redis.from_url(pools.url)
     admin.flushdb()
-    with SPAWN.Pool(PROCESSES, djangoworkers.setup, (url, SEAWALL)) as pool:
-        answers = _round(pool, url, SEAWALL, "fragment:seawall")
-        assert int(admin.get("renders")) == 1
-        assert set(answers) == {"page rendered 1"}
+    answers = _round(pools(SEAWALL), pools.url, SEAWALL, "fragment:seawall")
+    assert int(admin.get("renders")) == 1
+    assert set(answers) == {"page rendered 1"}
     admin.flushdb()
-    with SPAWN.Pool(PROCESSES, djangoworkers.setup, (url, DJANGOS)) as pool:
-        _round(pool, url, DJANGOS, "fragment:django", render_seconds=0.5)
-        # Its threads miss together: more than one rendering (how many depends on how
-        # closely they start on a loaded machine, so only "more than one" is asserted;
-        # a 0.5 s rendering leaves them time to).
-        assert int(admin.get("renders")) > 1, "Django's tag rendered only once"
+    _round(pools(DJANGOS), pools.url, DJANGOS, "fragment:django", render_seconds=0.5)
+    # Its threads miss together: more than one rendering (how many depends on how
+    # closely they start on a loaded machine, so only "more than one" is asserted; a
+    # 0.5 s rendering leaves them time to).
+    assert int(admin.get("renders")) > 1, "Django's tag rendered only once"
     admin.close()
 
 

@@ -22,6 +22,8 @@ one that checks seawall's own rule instead, with the reason beside it. The devia
 
 from __future__ import annotations
 
+import _thread
+import contextlib
 import itertools
 import threading
 import time
@@ -31,7 +33,11 @@ from typing import Any
 
 import pytest
 import redis
-from test import lock_tests  # the interpreter's own test suite (see the module docstring)
+from test import (
+    lock_tests,  # the interpreter's own test suite (see the module docstring)
+    support,
+)
+from test.support import threading_helper
 
 import seawall
 from seawall.locks._sync.waker import get_waker
@@ -66,6 +72,60 @@ def shared_client(seawall_server: Any) -> Iterator[redis.Redis]:
     keeper.release()
     waiting.join(10)
     client.close()
+
+
+_sleeping_retry = support.sleeping_retry
+
+
+def _prompt_retry(
+    timeout: float,
+    err_msg: str | None = None,
+    /,
+    *,
+    init_delay: float = 0.001,
+    max_delay: float = 0.01,
+    error: bool = True,
+) -> Iterator[None]:
+    """support.sleeping_retry with its polls at most 10 ms apart: CPython's doubles its
+    sleep up to a second, so a step that waits for a Redis round trip or two (a Bunch's
+    threads starting and finishing, a phase reached) slept up to hundreds of ms past it.
+    The conditions polled and the deadline are CPython's."""
+    return _sleeping_retry(
+        timeout,
+        err_msg,
+        init_delay=min(init_delay, 0.001),
+        max_delay=min(max_delay, 0.01),
+        error=error,
+    )
+
+
+@contextlib.contextmanager
+def _wait_threads_exit(timeout: float | None = None) -> Iterator[None]:
+    """threading_helper.wait_threads_exit without its three full garbage collections a
+    poll (about 0.1 s each in a pytest worker): `_thread._count()` drops when a thread's
+    bootstrap returns, which no collection hastens on CPython. As CPython's, it waits
+    for the threads started inside to end and warns if they do not."""
+    before = _thread._count()
+    try:
+        yield
+    finally:
+        limit = support.SHORT_TIMEOUT if timeout is None else timeout
+        for _ in _prompt_retry(limit, error=False):
+            if _thread._count() <= before:
+                break
+        else:
+            support.print_warning(
+                f"wait_threads_exit: {_thread._count() - before} threads still running "
+                f"after {limit:.1f} s"
+            )
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _prompt_polls() -> Iterator[None]:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(support, "sleeping_retry", _prompt_retry)
+        patch.setattr(threading_helper, "wait_threads_exit", _wait_threads_exit)
+        yield
 
 
 def _warm_pools() -> None:
