@@ -1,4 +1,4 @@
-"""Code that runs in child processes of the RWLock tests (multiprocessing "spawn").
+"""Code that runs in child processes of the RWLock tests (forked by forked.FORKSERVER).
 
 Ledgers are (kind, enter, exit, counter) with time.monotonic_ns(), one clock for all
 processes on Linux, so intervals from different processes can be compared.

@@ -1,4 +1,4 @@
-"""Code that runs in child processes of the semaphore tests (multiprocessing "spawn").
+"""Code that runs in child processes of the semaphore tests (forked by forked.FORKSERVER).
 
 Timestamps are time.monotonic_ns(), one clock for all processes on Linux, so intervals
 from different processes can be compared in one ledger.
@@ -7,7 +7,6 @@ from different processes can be compared in one ledger.
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
 import random
 import time
 from multiprocessing.connection import Connection
@@ -19,13 +18,6 @@ import seawall
 import seawall.aio
 
 HOUR = 3600.0
-
-# The semaphore tests start many processes. 32 fresh interpreters ("spawn") cost about 10
-# CPU-seconds of imports, 20-40 s on a shared 2-core machine. A fork server is one fresh
-# interpreter too (nothing of pytest's threads or sockets is inherited, which is why the
-# suite avoids "fork"), which imports seawall once and forks every worker from it.
-FORKSERVER = multiprocessing.get_context("forkserver")
-FORKSERVER.set_forkserver_preload(["seawall", "seawall.aio", "redis.cluster"])
 
 
 def _start_together(start_at: float | None) -> None:

@@ -9,7 +9,8 @@ import time
 from typing import Any
 
 import pytest
-from conftest import SPAWN, Target
+from conftest import Target
+from forked import FORKSERVER
 from lockworkers import count_under_lock, counter_key, holder
 
 import seawall
@@ -29,7 +30,7 @@ def test_mutual_exclusion_across_processes(target: Target, world: str) -> None:
     # 2,500 each on one server; on Cluster, where the same scripts only route differently
     # (and each acquisition costs twice the time), 1,000 each.
     per_process, processes = (1000 if target.cluster else 2500), 4
-    with SPAWN.Pool(processes) as pool:
+    with FORKSERVER.Pool(processes) as pool:
         ledgers = pool.starmap(
             count_under_lock,
             [(target.url, target.cluster, world, "mx", per_process, 5.0)] * processes,
@@ -47,8 +48,8 @@ def test_mutual_exclusion_across_processes(target: Target, world: str) -> None:
 
 def test_holder_killed_lock_free_within_ttl(target: Target, world: str) -> None:
     ttl = 1.0
-    parent_end, child_end = SPAWN.Pipe()
-    child = SPAWN.Process(
+    parent_end, child_end = FORKSERVER.Pipe()
+    child = FORKSERVER.Process(
         target=holder, args=(target.url, target.cluster, world, "killed", ttl, child_end)
     )
     child.start()

@@ -7,7 +7,8 @@ import threading
 import time
 from typing import Any
 
-from conftest import SPAWN, Target
+from conftest import Target
+from forked import FORKSERVER
 from lockworkers import counter_key
 from rwworkers import hold_side, rw_ops
 
@@ -26,7 +27,7 @@ def test_writers_never_overlap_anyone_and_readers_overlap(standalone: Target) ->
         world = "async" if i % 2 else "sync"  # both implementations in one ledger
         n = reads_each if kind == "read" else writes_each
         jobs.append((standalone.url, False, world, "ledger", kind, n, 5.0))
-    with SPAWN.Pool(readers + writers) as pool:
+    with FORKSERVER.Pool(readers + writers) as pool:
         ledgers = pool.starmap(rw_ops, jobs)
     entries = [entry for ledger in ledgers for entry in ledger]
     assert len(entries) == readers * reads_each + writers * writes_each == 5000
@@ -68,8 +69,8 @@ def test_writers_never_overlap_anyone_and_readers_overlap(standalone: Target) ->
 
 
 def _start_holder(target: Target, name: str, kind: str, ttl: float) -> tuple[Any, Any]:
-    parent_end, child_end = SPAWN.Pipe()
-    child = SPAWN.Process(
+    parent_end, child_end = FORKSERVER.Pipe()
+    child = FORKSERVER.Process(
         target=hold_side, args=(target.url, name, kind, ttl, child_end, target.cluster)
     )
     child.start()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import os
 import random
@@ -13,7 +14,8 @@ from typing import Any
 import pytest
 import redis
 import redis.asyncio
-from conftest import SPAWN, Target
+from conftest import Target
+from forked import FORKSERVER
 from lockworkers import holder
 
 import seawall
@@ -26,17 +28,44 @@ from seawall.locks._async.renewer import get_renewer as get_async_renewer
 
 @pytest.mark.parametrize("holder_world", ["sync", "async"])
 def test_paused_holder_is_fenced_out(standalone: Target, holder_world: str) -> None:
-    ttl = 0.25
-    runs = 12 if holder_world == "sync" else 6
-    parent_end, child_end = SPAWN.Pipe()
-    child = SPAWN.Process(
-        target=holder, args=(standalone.url, False, holder_world, "paused", ttl, child_end)
-    )
+    """20 runs (6 with an asyncio holder), pauses from 1 to 10 x ttl. Two holders on two
+    lock names take turns at the runs so that two pauses run at once: the runs stay
+    independent (a process, a lock, a fenced key each) and the test takes half as long."""
+    ttl = 0.15
+    runs = 20 if holder_world == "sync" else 6
+    streams = 2
+    with concurrent.futures.ThreadPoolExecutor(streams) as pool:
+        jobs = [
+            pool.submit(
+                _pause_holder,
+                standalone,
+                holder_world,
+                f"paused-{stream}",
+                ttl,
+                [
+                    (run_no, ttl * (1 + 9 * run_no / (runs - 1)))
+                    for run_no in range(stream, runs, streams)
+                ],
+            )
+            for stream in range(streams)
+        ]
+        for job in jobs:
+            job.result()
+
+
+def _pause_holder(
+    target: Target, world: str, name: str, ttl: float, pauses: list[tuple[int, float]]
+) -> None:
+    """One holder process on lock `name`, SIGSTOPped for each (run, seconds) of `pauses`
+    at a random point of its lease: each time a new holder gets in with a larger fence,
+    and once resumed, the old holder's fenced write is rejected and its release raises."""
+    parent_end, child_end = FORKSERVER.Pipe()
+    child = FORKSERVER.Process(target=holder, args=(target.url, False, world, name, ttl, child_end))
     child.start()
-    r = standalone.sync()
+    r = target.sync()
+    account = f"{name}:account"
     try:
-        for run_no in range(runs):
-            pause = ttl * (1 + 9 * run_no / max(runs - 1, 1))  # 1 x ttl .. 10 x ttl
+        for run_no, pause in pauses:
             parent_end.send(("acquire",))
             assert parent_end.poll(20), "holder did not acquire"
             _, old_fence = parent_end.recv()
@@ -44,20 +73,20 @@ def test_paused_holder_is_fenced_out(standalone: Target, holder_world: str) -> N
             os.kill(child.pid, signal.SIGSTOP)  # type: ignore[arg-type]
             stopped_at = time.monotonic()
             try:
-                new_holder = seawall.Lock(r, "paused", ttl=5.0)
+                new_holder = seawall.Lock(r, name, ttl=5.0)
                 taken = new_holder.acquire(timeout=ttl + 2)
                 assert taken, "the lease of a stopped holder never ran out"
                 assert new_holder.fence > old_fence
-                assert seawall.fenced_write(r, "paused:account", f"new-{run_no}", new_holder.fence)
+                assert seawall.fenced_write(r, account, f"new-{run_no}", new_holder.fence)
                 time.sleep(max(0.0, pause - (time.monotonic() - stopped_at)))
             finally:
                 os.kill(child.pid, signal.SIGCONT)  # type: ignore[arg-type]
-            parent_end.send(("finish", "paused:account", f"old-{run_no}"))
+            parent_end.send(("finish", account, f"old-{run_no}"))
             assert parent_end.poll(20), "resumed holder did not answer"
             _, written, outcome, _lost = parent_end.recv()
             assert written is False, f"run {run_no}: a write under the old fence was accepted"
             assert outcome == "not-owned", f"run {run_no}: release did not raise"
-            assert seawall.fenced_read(r, "paused:account")[0] == f"new-{run_no}".encode()
+            assert seawall.fenced_read(r, account)[0] == f"new-{run_no}".encode()
             new_holder.release()
         parent_end.send(("stop",))
     finally:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import redis
 import redis.asyncio
-from conftest import SPAWN
+from forked import FORKSERVER
 from redlockworkers import paused_client, share, split_voter, trial_worker
 
 import seawall
@@ -269,7 +269,7 @@ def test_frozen_master_and_paused_clients_never_two_holders(
     masters = seawall_masters_factory(5)
     urls = [m.url for m in masters]
     names = [f"trial-{i}" for i in range(16)]
-    attempts = SPAWN.Value("i", 0)
+    attempts = FORKSERVER.Value("i", 0)
     until = time.monotonic() + 30
     done = threading.Event()
     frozen: list[float] = []
@@ -279,8 +279,8 @@ def test_frozen_master_and_paused_clients_never_two_holders(
     resumers = []
     pausing = []
     for world in ("sync", "async"):
-        parent_end, child_end = SPAWN.Pipe()
-        process = SPAWN.Process(
+        parent_end, child_end = FORKSERVER.Pipe()
+        process = FORKSERVER.Process(
             target=paused_client, args=(urls, world, names, ttl, 3, child_end), daemon=True
         )
         pausing.append((process, world))
@@ -290,7 +290,7 @@ def test_frozen_master_and_paused_clients_never_two_holders(
                 args=(process, parent_end, 1.5 * ttl, done, paused, paused_outcomes),
             )
         )
-    with SPAWN.Pool(4, initializer=share, initargs=({"attempts": attempts},)) as pool:
+    with FORKSERVER.Pool(4, initializer=share, initargs=({"attempts": attempts},)) as pool:
         freezer.start()
         for process, _ in pausing:
             process.start()
@@ -351,10 +351,10 @@ def test_split_votes_every_round_has_a_winner_within_ten_retries(seawall_masters
     urls = [m.url for m in seawall_masters]
     for client in (m.client() for m in seawall_masters):
         client.flushall()
-    barrier = SPAWN.Barrier(16)
-    shared = {"barrier": barrier, "won": SPAWN.Value("i", 0)}
+    barrier = FORKSERVER.Barrier(16)
+    shared = {"barrier": barrier, "won": FORKSERVER.Value("i", 0)}
     # 16 clients: 8 threads in one process, 8 asyncio tasks in another.
-    with SPAWN.Pool(2, initializer=share, initargs=(shared,)) as pool:
+    with FORKSERVER.Pool(2, initializer=share, initargs=(shared,)) as pool:
         jobs = [
             pool.apply_async(split_voter, (urls, world, 8, rounds)) for world in ("sync", "async")
         ]
