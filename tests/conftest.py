@@ -106,12 +106,14 @@ def world(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(scope="session")
-def spawn_pool() -> Iterator[Any]:
-    """Eight warm "spawn" processes, shared by the tests that sell stock from many
-    processes: starting them once saves a second or more per test on a loaded machine."""
+def process_pool() -> Iterator[Any]:
+    """Eight warm processes from the fork server (tests/forked.py), shared by the tests
+    that sell stock from many processes: started once, and each forked with seawall
+    imported, instead of spawned and importing it (a CPU-second each)."""
     import stockworkers
+    from forked import FORKSERVER
 
-    with SPAWN.Pool(8, initializer=stockworkers.warm) as pool:
+    with FORKSERVER.Pool(8, initializer=stockworkers.warm) as pool:
         yield pool
 
 

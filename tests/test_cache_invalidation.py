@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 from cacheworkers import l1_reader
-from conftest import SPAWN, Target
+from conftest import Target
+from forked import FORKSERVER
 from test_invalidation import kill_listeners
 
 import seawall
@@ -37,8 +38,8 @@ def test_cache_set_reaches_l1_of_other_processes(target: Target) -> None:
     writer.warm({key: "v0" for key in keys})
     pipes, children = {}, []
     for world in WORLDS:
-        here, there = SPAWN.Pipe()
-        child = SPAWN.Process(
+        here, there = FORKSERVER.Pipe()
+        child = FORKSERVER.Process(
             target=l1_reader, args=(target.url, target.cluster, world, name, there)
         )
         child.start()

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 import redis
 from conftest import SPAWN
+from forked import FORKSERVER
 from sinkdb import Database
 from sinkworkers import claim_and_hang, consume, consume_in_transaction, start_together
 
@@ -46,18 +47,21 @@ def _create_effects_table(db: Database, table: str) -> None:
 # workers on 2 cores: measured alone after the parallel part (`scripts/dev.py test`).
 @pytest.mark.serial
 def test_same_messages_to_four_consumers_run_once_each(
-    seawall_redis: redis.Redis, seawall_url: str, database: Database, spawn_pool: Any
+    seawall_redis: redis.Redis, seawall_url: str, database: Database
 ) -> None:
     table = f"{database.table}_fx"
     _create_effects_table(database, table)
     ids = [f"m{n}" for n in range(MESSAGES)]
     runs_key, start_key = f"runs:{uuid.uuid4().hex}", f"{{start}}:{uuid.uuid4().hex}"
-    pending = spawn_pool.starmap_async(
-        consume,
-        [(seawall_url, "orders", ids, database.url, table, runs_key, start_key)] * CONSUMERS,
-    )
-    start_together(seawall_redis, start_key, CONSUMERS)
-    outcomes = pending.get(120)
+    # Its own pool of 4: in the serial phase no other test uses the session's 8 spawned
+    # processes (process_pool), so all 8 would start for this test alone.
+    with FORKSERVER.Pool(CONSUMERS) as pool:
+        pending = pool.starmap_async(
+            consume,
+            [(seawall_url, "orders", ids, database.url, table, runs_key, start_key)] * CONSUMERS,
+        )
+        start_together(seawall_redis, start_key, CONSUMERS)
+        outcomes = pending.get(120)
 
     assert int(seawall_redis.get(runs_key) or 0) == MESSAGES  # handler runs, all processes
     assert database.count(table) == MESSAGES
@@ -69,7 +73,7 @@ def test_same_messages_to_four_consumers_run_once_each(
 
 
 def test_claim_message_in_the_transaction_writes_once(
-    seawall_redis: redis.Redis, seawall_url: str, database: Database, spawn_pool: Any
+    seawall_redis: redis.Redis, seawall_url: str, database: Database, process_pool: Any
 ) -> None:
     table, dedupe = f"{database.table}_fx", f"{database.table}_seen"
     _create_effects_table(database, table)
@@ -82,7 +86,7 @@ def test_claim_message_in_the_transaction_writes_once(
     database.extra_tables.append(dedupe)
     ids = [f"m{n}" for n in range(100)]
     start_key = f"{{start}}:{uuid.uuid4().hex}"
-    pending = spawn_pool.starmap_async(
+    pending = process_pool.starmap_async(
         consume_in_transaction,
         [(database.url, table, dedupe, ids, seawall_url, start_key)] * CONSUMERS,
     )

@@ -29,7 +29,7 @@ def _sink(r: redis.Redis, stock: seawall.Stock, db: Database, **kwargs: Any) -> 
 
 
 def test_flash_sale_saves_exactly_the_units_sold(
-    seawall_redis: redis.Redis, seawall_url: str, database: Database, spawn_pool: Any
+    seawall_redis: redis.Redis, seawall_url: str, database: Database, process_pool: Any
 ) -> None:
     stock = seawall.Stock(seawall_redis, "sku:sale")
     stock.put(UNITS)
@@ -43,7 +43,7 @@ def test_flash_sale_saves_exactly_the_units_sold(
     for thread in threads:
         thread.start()
     try:
-        pending = spawn_pool.starmap_async(
+        pending = process_pool.starmap_async(
             buy, [(seawall_url, "sku:sale", chunk, start_key) for chunk in chunks]
         )
         start_together(seawall_redis, start_key, PROCESSES)

@@ -93,10 +93,10 @@ def check_sold_exactly(target: Target, name: str, ledger: list[tuple[str, bool]]
 # --- acceptance 1: 100 units, 2,000 attempts from 8 processes --------------------------------
 
 
-def test_no_oversell_across_processes(target: Target, world: str, spawn_pool: Any) -> None:
+def test_no_oversell_across_processes(target: Target, world: str, process_pool: Any) -> None:
     ids = [f"o-{i}" for i in range(ATTEMPTS)]
     plan = [ids[p::PROCESSES] for p in range(PROCESSES)]
-    ledger, observer = run_sale(target, spawn_pool, world, "sale", plan)
+    ledger, observer = run_sale(target, process_pool, world, "sale", plan)
     assert len(ledger) == ATTEMPTS
     check_sold_exactly(target, "sale", ledger)
     assert observer.reads > 0 and observer.lowest is not None and observer.lowest >= 0
@@ -110,14 +110,16 @@ def test_no_oversell_across_processes(target: Target, world: str, spawn_pool: An
 @pytest.mark.parametrize(
     ("target", "world"), [("standalone", "sync"), ("cluster", "async")], indirect=["target"]
 )
-def test_orders_retried_concurrently_take_once(target: Target, world: str, spawn_pool: Any) -> None:
+def test_orders_retried_concurrently_take_once(
+    target: Target, world: str, process_pool: Any
+) -> None:
     # Process p sells every id whose number is p, p+1 or p+2 (mod 8), in increasing
     # order: each id is tried by three processes at about the same moment.
     ids = [f"o-{i}" for i in range(ATTEMPTS)]
     plan = [
         [order for i, order in enumerate(ids) if (i - p) % PROCESSES < 3] for p in range(PROCESSES)
     ]
-    ledger, observer = run_sale(target, spawn_pool, world, "retried", plan)
+    ledger, observer = run_sale(target, process_pool, world, "retried", plan)
     assert len(ledger) == 3 * ATTEMPTS
     results: dict[str, set[bool]] = {}
     for order, taken in ledger:
@@ -132,11 +134,11 @@ def test_orders_retried_concurrently_take_once(target: Target, world: str, spawn
 # --- the recipe Stock replaces: read, check, write back one less --------------------------
 
 
-def test_unsafe_read_check_decrement_oversells(standalone: Target, spawn_pool: Any) -> None:
+def test_unsafe_read_check_decrement_oversells(standalone: Target, process_pool: Any) -> None:
     r = standalone.sync()
     key = "{sku}:unsafe"
     r.set(key, UNITS)
-    pending = spawn_pool.starmap_async(
+    pending = process_pool.starmap_async(
         sell_unsafe, [(standalone.url, key, ATTEMPTS // PROCESSES)] * PROCESSES
     )
     start_sellers(r, PROCESSES)

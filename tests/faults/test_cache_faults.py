@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from cacheworkers import calls_key, db_connect, db_write, load_once, report, stale_reader
 from conftest import SPAWN, Target
+from forked import FORKSERVER
 from waiting import wait_until
 
 import seawall
@@ -28,13 +29,15 @@ def test_killed_loader_is_taken_over_within_the_lease(target: Target, world: str
     lease = 1.0
     name = f"killed-{world}"
     r = target.sync()
-    results = SPAWN.Queue()
-    go_first, go_second = SPAWN.Event(), SPAWN.Event()
+    results = FORKSERVER.Queue()
+    go_first, go_second = FORKSERVER.Event(), FORKSERVER.Event()
     common = (target.url, target.cluster, world, name, lease)
-    first = SPAWN.Process(
+    first = FORKSERVER.Process(
         target=report, args=(results, 0, load_once, *common, 60.0, go_first)
     )  # its loader would take a minute: it is killed long before
-    second = SPAWN.Process(target=report, args=(results, 1, load_once, *common, 0.2, go_second))
+    second = FORKSERVER.Process(
+        target=report, args=(results, 1, load_once, *common, 0.2, go_second)
+    )
     first.start()
     second.start()
     try:

@@ -86,7 +86,7 @@ def test_sinks_killed_mid_batch_lose_and_duplicate_nothing(
 
 
 def test_redis_restart_mid_sale_leaves_balanced_books(
-    seawall_server_factory: Any, database: Database, spawn_pool: Any
+    seawall_server_factory: Any, database: Database, process_pool: Any
 ) -> None:
     server = seawall_server_factory(appendonly=True)
     r = server.client(socket_timeout=5)
@@ -108,7 +108,7 @@ def test_redis_restart_mid_sale_leaves_balanced_books(
     runner = threading.Thread(target=sink.run, args=(stop,), kwargs={"block": 0.1})
     runner.start()
     try:
-        pending = spawn_pool.starmap_async(
+        pending = process_pool.starmap_async(
             buy, [(server.url, "sku:restart", chunk, start_key, 0.02) for chunk in chunks]
         )
         r.rpush(start_key, *range(4))

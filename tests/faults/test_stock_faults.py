@@ -18,7 +18,7 @@ ATTEMPTS = 2000
 
 
 def test_server_crash_mid_sale_neither_oversells_nor_loses_a_take(
-    seawall_server_factory: Any, spawn_pool: Any
+    seawall_server_factory: Any, process_pool: Any
 ) -> None:
     # appendonly=True runs the server with appendfsync always: a write is on disk before
     # its reply leaves, so a take that answered True survives the crash.
@@ -30,7 +30,7 @@ def test_server_crash_mid_sale_neither_oversells_nor_loses_a_take(
     # Each seller waits 20 ms after each unit it gets: 8 sellers sell about 400 units a
     # second, so units are left when the server crashes (after 20), and some are taken
     # after it restarts. Unpaced, a fast machine sold all 100 between the look and the kill.
-    pending = spawn_pool.starmap_async(
+    pending = process_pool.starmap_async(
         sell_through_restart,
         [(server.url, "sku:crash", ids[p::PROCESSES], 20.0, 0.02) for p in range(PROCESSES)],
     )
