@@ -20,12 +20,14 @@ from waiting import wait_until
 
 djangoworkers.setup("redis://unused", "django.core.cache.backends.locmem.LocMemCache")
 
+from django.core.cache import caches  # noqa: E402
 from django.http import HttpResponse  # noqa: E402
 from django.test import RequestFactory, override_settings  # noqa: E402
 
 from seawall.django import RedisCache, cache_page  # noqa: E402
 from seawall.django._sync import store as sync_store  # noqa: E402
 from seawall.django._woken import ReadFlights, shared_since  # noqa: E402
+from seawall.django.middleware import rendering_key  # noqa: E402
 
 WAITERS = 20
 
@@ -63,17 +65,29 @@ def test_requests_woken_by_one_page_share_its_two_gets(url: str) -> None:
     renderer = threading.Thread(target=request)
     renderer.start()
     assert rendering.wait(30), "the first request never rendered"
-    waiters = [threading.Thread(target=request) for _ in range(WAITERS)]
-    for thread in waiters:
-        thread.start()
+    key = caches["default"].make_key(rendering_key("", RequestFactory().get(path)))
+    lease = sync_store.flight_keys(key)[1]
 
     def shared_wait() -> Any:
-        return next(iter(event for event, _ in sync_store._waits.values()), None)
+        # This page's: the waits of other tests of this process are in the table too.
+        found = [event for (_, _, of), (event, _) in list(sync_store._waits.items()) if of == lease]
+        return found[0] if found else None
 
-    # Every waiter blocked on the one wait of this process for the page's lease
-    # (CPython's threading.Condition keeps its waiters in _waiters).
+    # The first waiter opens this process's wait for the page's lease; those started once it
+    # is open join it (started together, some would run the lease script and wait apart).
+    waiters = [threading.Thread(target=request) for _ in range(WAITERS)]
+    waiters[0].start()
     wait_until(lambda: shared_wait() is not None, 30, "a wait for the lease")
-    wait_until(lambda: len(shared_wait()._event._cond._waiters) == WAITERS, 30, "all waiting")
+    for thread in waiters[1:]:
+        thread.start()
+    event = shared_wait()
+    try:
+        # Every waiter blocked on it (CPython's threading.Condition keeps its waiters in
+        # _waiters).
+        wait_until(lambda: len(event._event._cond._waiters) == WAITERS, 30, "all waiting")
+    except AssertionError:
+        release.set()  # no thread is left waiting for the test's end
+        raise
     with requests_sent() as sent:
         release.set()
         for thread in [renderer, *waiters]:

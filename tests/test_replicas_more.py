@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 import redis.asyncio.sentinel
 from conftest import Target
+from waiting import wait_until
 
 import seawall
 import seawall.aio
@@ -146,8 +147,14 @@ def test_a_waiter_that_cannot_replicate_passes_it_on(
         except seawall.LockNotReplicatedError as exc:
             outcome["strict acked"] = exc.acked  # raised only after it was let in
 
+    def queued() -> int:
+        """Waiters in the lock's queues (the strict waiter's first, then the plain one's)."""
+        client = standalone.sync()
+        return sum(client.zcard(key) for key in standalone.lock_keys() if key.endswith("waiters"))
+
     def plain_waiter() -> None:
-        time.sleep(0.2)  # queued behind the strict waiter
+        # Behind the strict waiter: a fixed head start let a loaded machine queue it second.
+        wait_until(lambda: queued() >= 1, 30, "the strict waiter queues")
         plain = make(seawall, plain_kind, standalone.sync(), "pass", ttl=30.0)
         assert plain.acquire(timeout=10)
         outcome["plain acquired"] = time.monotonic()
@@ -157,7 +164,7 @@ def test_a_waiter_that_cannot_replicate_passes_it_on(
     threads = [threading.Thread(target=f) for f in (strict_waiter, plain_waiter)]
     for thread in threads:
         thread.start()
-    time.sleep(0.6)
+    wait_until(lambda: queued() >= 2, 30, "both waiters queue")
     released_at = time.monotonic()
     holder.release()
     for thread in threads:
