@@ -7,9 +7,10 @@ threads or sockets is inherited, which is why the suite avoids "fork"); it impor
 once and forks every child from it, in milliseconds. Children started together then also
 contend together, instead of one after the other as their imports finish.
 
-The preload list is process-wide and read when the server starts (a test module that sets
-its own replaces it); children import whatever it lacks themselves, so any list is correct,
-this one is only the cheapest for these tests.
+The preload list is process-wide and read when the server starts, so it is set here only,
+for every test module that forks (a list of a module's own would replace it); children
+import whatever it lacks themselves, so any list is correct, this one is only the
+cheapest for these tests.
 """
 
 from __future__ import annotations
@@ -18,5 +19,12 @@ import multiprocessing
 
 FORKSERVER = multiprocessing.get_context("forkserver")
 FORKSERVER.set_forkserver_preload(
-    ["seawall", "seawall.aio", "redis.cluster", "redis.asyncio.cluster", "lockworkers"]
+    [
+        "seawall",
+        "seawall.aio",
+        "redis.cluster",
+        "redis.asyncio.cluster",
+        "lockworkers",
+        "cplockworkers",
+    ]
 )

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import multiprocessing
 import os
 import signal
 import threading
@@ -18,13 +17,9 @@ from typing import Any
 import pytest
 import redis
 from cplockworkers import holder, ledger, make_lock
+from forked import FORKSERVER as FORK
 
 import seawall
-
-# Children are forked from a server process that has imported only the workers: fast to
-# start, and free of this process's threads.
-FORK = multiprocessing.get_context("forkserver")
-FORK.set_forkserver_preload(["cplockworkers"])
 
 # etcd's smallest lease on a default single member is 2 s (it raises shorter ones). A
 # ZooKeeper session could be as short as the test server's 2 ticks (0.4 s), but the
