@@ -139,20 +139,27 @@ def command(
         on_gap="stop" if on_gap == "stop" else "clear",
     )
 
-    def on_signal(_signum: int, _frame: FrameType | None) -> None:
+    interrupted = False
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        # Stopping ends the follower's wait at once; a KeyboardInterrupt would be raised
+        # only once a blocking read of the stream returns (up to the status interval).
+        nonlocal interrupted
+        interrupted = interrupted or signum == signal.SIGINT
         follower.stop()
 
-    if threading.current_thread() is threading.main_thread():
-        previous = signal.signal(signal.SIGTERM, on_signal)
-    interrupted = False
+    main = threading.current_thread() is threading.main_thread()
+    if main:
+        previous = {s: signal.signal(s, on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
     try:
         follower.run()
     except KeyboardInterrupt:
         interrupted = True
     finally:
         follower.stop()
-        if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, previous)
+        if main:
+            for number, handler in previous.items():
+                signal.signal(number, handler)
         client.close()
     if interrupted:
         print("interrupted", file=sys.stderr)
