@@ -1,5 +1,6 @@
 """The requests of one process woken together by a stored page share its lookup: one GET
-of the header list and one of the page for all of them, not two per request. A GET is
+of the header list and one of the page for all of them, not two per request; so do the
+requests that arrive together for a stored page, each kind with its own. A GET is
 shared only with callers whose lookup began before it was sent (seawall/django/_woken.py):
 a read that began after a write never gets a value read before it. Against a real Redis;
 the rule itself also on ReadFlights alone, where a fetch can be held in flight."""
@@ -24,9 +25,9 @@ from django.core.cache import caches  # noqa: E402
 from django.http import HttpResponse  # noqa: E402
 from django.test import RequestFactory, override_settings  # noqa: E402
 
-from seawall.django import RedisCache, cache_page  # noqa: E402
+from seawall.django import RedisCache, cache_page, middleware  # noqa: E402
 from seawall.django._sync import store as sync_store  # noqa: E402
-from seawall.django._woken import ReadFlights, shared_since  # noqa: E402
+from seawall.django._woken import FIRST, WOKEN, ReadFlights, shared_since  # noqa: E402
 from seawall.django.middleware import rendering_key  # noqa: E402
 
 WAITERS = 20
@@ -97,6 +98,51 @@ def test_requests_woken_by_one_page_share_its_two_gets(url: str) -> None:
     # renderer stored both; it sent no GET after its response).
     assert _gets(sent.heads, b"cache_header") == 1, sent.heads
     assert _gets(sent.heads, b"cache_page") == 1, sent.heads
+
+
+def test_requests_arriving_together_share_the_lookup_of_a_stored_page(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A burst of requests for a hot page: those that arrived before a GET was sent share
+    it. Every request here notes its arrival before any of them looks the page up."""
+    path = f"/hot-{uuid.uuid4().hex[:8]}/"
+    cached = cache_page(60)(lambda request: HttpResponse("the page"))
+    assert cached(RequestFactory().get(path)).content == b"the page"  # stored
+    arrived = threading.Barrier(WAITERS)
+
+    def arrival() -> float:
+        now = time.monotonic()
+        arrived.wait(30)  # the lookups begin once all have arrived
+        return now
+
+    monkeypatch.setattr(middleware, "monotonic", arrival)
+    answers: list[bytes] = []
+    threads = [
+        threading.Thread(target=lambda: answers.append(cached(RequestFactory().get(path)).content))
+        for _ in range(WAITERS)
+    ]
+    with requests_sent() as sent:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    assert answers == [b"the page"] * WAITERS
+    assert _gets(sent.heads, b"cache_header") == 1, sent.heads
+    assert _gets(sent.heads, b"cache_page") == 1, sent.heads
+
+
+def test_a_woken_lookup_never_joins_the_miss_it_was_woken_from(url: str) -> None:
+    """The first lookups' GETs of a page that is then rendered were sent after the waiting
+    requests arrived, but before the page was stored: a woken request must read again."""
+    cache = caches["default"]
+    key = cache.make_key(f"k-{uuid.uuid4().hex[:8]}")
+    began = time.monotonic()
+    with shared_since(began, FIRST):
+        assert cache.get(key) is None  # the miss
+    cache.set(key, "stored")
+    with requests_sent() as sent, shared_since(began, WOKEN):
+        assert cache.get(key) == "stored"
+    assert _gets(sent.heads, key.encode()) == 1, sent.heads
 
 
 def test_a_get_is_joined_only_by_callers_that_began_before_it_was_sent(url: str) -> None:
@@ -207,7 +253,7 @@ def test_a_joiner_stops_waiting_after_its_bound() -> None:
     leader.join(30)
 
 
-def test_finished_reads_are_forgotten_once_many_are_kept() -> None:
+def test_finished_reads_are_forgotten_once_older_than_kept() -> None:
     flights = ReadFlights()
     since = time.monotonic() - 60
     for n in range(300):
@@ -216,5 +262,6 @@ def test_finished_reads_are_forgotten_once_many_are_kept() -> None:
     assert len(flights._reads) == 300
     for read in flights._reads.values():
         read.sent -= 60
+    flights.read("k7", time.monotonic(), lambda: b"v", 1)  # read again: kept, last now
     flights.read("one more", since, lambda: b"v", 1)
-    assert len(flights._reads) == 1
+    assert list(flights._reads) == ["k7", "one more"]

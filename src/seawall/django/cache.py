@@ -163,12 +163,12 @@ class RedisCache(AsyncMethods):
         store = self._store()
         local = self._x.local()
         if local is None:
-            since = sharing_since()
+            sharing = sharing_since()
             return self._x.guarded(
                 lambda: (
                     store.get(made, default)
-                    if since is None
-                    else self._shared_get(store, made, since, default)
+                    if sharing is None
+                    else self._shared_get(store, made, sharing, default)
                 ),
                 lambda: self._x.stale_or(made, default, self._serializer.loads),
             )
@@ -179,10 +179,14 @@ class RedisCache(AsyncMethods):
         raw, pttl = self._x.guarded(lambda: store.get_with_pttl(made), answer_nothing)
         return self._filled(local, made, raw, pttl, epoch, default)
 
-    def _shared_get(self, store: RedisStore, key: str, since: float, default: Any) -> Any:
+    def _shared_get(
+        self, store: RedisStore, key: str, sharing: tuple[float, str], default: Any
+    ) -> Any:
         """get() inside the middleware's shared_since(): a GET of `key` sent since then
-        by another thread of this process is joined (see _woken)."""
-        flights = shared(("reads", self._where), ReadFlights)
+        by another thread of this process, for the same kind of lookup, is joined (see
+        _woken)."""
+        since, kind = sharing
+        flights = shared(("reads", self._where, kind), ReadFlights)
         raw = flights.read(key, since, lambda: store.client.get(key), self._wait_timeout)
         return default if raw is None else self._serializer.loads(raw)
 

@@ -39,7 +39,7 @@ from django.middleware import cache as django_cache
 from django.utils.cache import _generate_cache_header_key
 from django.utils.decorators import decorator_from_middleware_with_args
 
-from seawall.django._woken import shared_since
+from seawall.django._woken import FIRST, WOKEN, shared_since
 from seawall.shared._concurrency import log, monotonic
 
 __all__ = [
@@ -134,7 +134,7 @@ class FetchFromCacheMiddleware(django_cache.FetchFromCacheMiddleware):
 
     def process_request(self, request: HttpRequest) -> Any:
         started = monotonic()
-        response = super().process_request(request)
+        response = self._looked_up(request, started)
         if not self._wants_lease(request, response):
             return response
         cache = _leasing_cache(self)
@@ -145,13 +145,20 @@ class FetchFromCacheMiddleware(django_cache.FetchFromCacheMiddleware):
         """process_request for an event loop: Django's lookups (sync) in a worker thread,
         the wait for another request's page on the loop, holding no thread."""
         started = monotonic()
-        response = await _in_thread(super().process_request)(request)
+        response = await _in_thread(self._looked_up)(request, started)
         if not self._wants_lease(request, response):
             return response
         cache = _leasing_cache(self)
         key = rendering_key(self.key_prefix, request)
         token = await cache.abegin_load(key)
         return await _in_thread(self._leased)(request, cache, key, token, started)
+
+    def _looked_up(self, request: HttpRequest, started: float) -> Any:
+        """Django's lookup, sharing its GETs with the first lookups of this process made
+        since `started` (see _woken): a burst of requests for a hot page costs a process
+        one GET of each key, not one per request."""
+        with shared_since(started, FIRST):
+            return super().process_request(request)
 
     def _wants_lease(self, request: HttpRequest, response: Any) -> bool:
         if response is not None or not getattr(request, "_cache_update_cache", False):
@@ -166,7 +173,7 @@ class FetchFromCacheMiddleware(django_cache.FetchFromCacheMiddleware):
             # Woken: stored meanwhile, or the rendering ended without a page (or this
             # request's Vary headers differ): looked up again, and rendered here if missing.
             # The requests of this process woken with it share the lookup's GETs.
-            with shared_since(started):
+            with shared_since(started, WOKEN):
                 return super().process_request(request)
         # Stored by a rendering that ended between the miss and the lease: served, not
         # rendered again.
