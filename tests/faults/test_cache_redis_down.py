@@ -232,37 +232,23 @@ def test_redis_killed_under_load(seawall_server_factory: Any) -> None:
     # fsync per write on a disk shared with the suite's databases can stall the server past
     # the breaker's call_timeout after the restart, which this test would rightly count.
     server = seawall_server_factory(appendonly=True, extra_args=["--appendfsync", "no"])
-    client = redis.Redis.from_url(server.url, **client_options())
-    cache = make_cache(client, "down-kill")
-    try:
-        run = run_outage(
-            cache,
-            duration=30.0,
-            fault_after=5.0,
-            outage=12.0,
-            fault=server.kill,
-            recover=server.restart,
-        )
-        judge(run, cache, "SIGKILL", 30.0)
-        served_after(cache)
-    finally:
-        client.close()
+    _outage_under_load(server, "down-kill", server.kill, server.restart, "SIGKILL")
 
 
 def test_redis_frozen_under_load(seawall_server_factory: Any) -> None:
     server = seawall_server_factory()
+    _outage_under_load(server, "down-stop", server.pause, server.resume, "SIGSTOP")
+
+
+def _outage_under_load(server: Any, namespace: str, fault: Any, recover: Any, what: str) -> None:
+    """30 s of load on one server's cache, `fault` 5 s in and `recover` 12 s later."""
     client = redis.Redis.from_url(server.url, **client_options())
-    cache = make_cache(client, "down-stop")
+    cache = make_cache(client, namespace)
     try:
         run = run_outage(
-            cache,
-            duration=30.0,
-            fault_after=5.0,
-            outage=12.0,
-            fault=server.pause,
-            recover=server.resume,
+            cache, duration=30.0, fault_after=5.0, outage=12.0, fault=fault, recover=recover
         )
-        judge(run, cache, "SIGSTOP", 30.0)
+        judge(run, cache, what, 30.0)
         served_after(cache)
     finally:
         if server.paused:
