@@ -10,15 +10,21 @@ made meanwhile must survive its end.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import math
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 import redis
+import redis.asyncio
 
 import seawall
+import seawall.aio
+from seawall.cache._async.again import IDLE_WAKE, get_sweeper
 from seawall.cache._sync.again import AgainSweeper
 
 
@@ -68,3 +74,46 @@ def test_a_serve_with_nothing_asked_meanwhile_still_says_never(seawall_url: str)
     serve_while(sweeper, cache, lambda: None)
     assert sweeper._next["quiet"] == math.inf  # an idle namespace costs nothing more
     client.close()
+
+
+def test_a_sweeper_whose_look_swallowed_its_cancel_still_stops(seawall_url: str) -> None:
+    """Found by a loaded CI run: asyncio.run() took 8 s to end after a frozen-Redis test.
+    redis-py answered the sweeper's look at the schedule after asyncio.run() had cancelled
+    the sweeper's task (it can swallow a cancellation that lands during a read), and the
+    sweeper went on to its idle wait of IDLE_WAKE (5 s) before seeing it was asked to stop.
+    Here the look swallows the cancel on purpose, as redis-py's read can."""
+    inside = asyncio.Event()
+
+    async def body() -> float:
+        client = redis.asyncio.Redis.from_url(seawall_url)
+        cache = seawall.aio.Cache(client, "swallowed")
+        await cache.get("k")  # its first use: the sweeper starts and looks at the schedule
+        assert await cache._invalidator_here().wait_listening(10)
+        sweeper = get_sweeper(client)
+        real = sweeper._scheduled
+
+        async def swallowing(redis_client: Any, key: str) -> bool:
+            inside.set()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.sleep(30)  # the cancel lands here, and is lost
+            return await real(redis_client, key)
+
+        deadline = time.monotonic() + 10
+        while sweeper._next.get("swallowed") != math.inf or sweeper._wake.is_set():
+            assert time.monotonic() < deadline, "the sweeper's first looks never ended"
+            await asyncio.sleep(0.01)  # until the looks asked for so far are over
+        sweeper._scheduled = swallowing  # type: ignore[method-assign]
+        sweeper.due_in("swallowed", 0.0)  # one more look, which swallows the cancel
+        await asyncio.wait_for(inside.wait(), 10)
+        (task,) = [t for t in asyncio.all_tasks() if t.get_name() == "seawall-cache-again"]
+        started = time.monotonic()
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=IDLE_WAKE + 5)
+        took = time.monotonic() - started
+        await client.aclose()
+        assert done, "the sweeper never stopped"
+        return took
+
+    took = asyncio.run(body())
+    # Before the fix: IDLE_WAKE (5 s) and a bit.
+    assert took < IDLE_WAKE / 2, took

@@ -238,6 +238,7 @@ class AsyncAgainSweeper:
                         self._asked.pop(namespace, None)  # served from here on
                     await self._serve(namespace, cache)
             del cache, live  # hold no cache while idle: it may be collected
+            async_raise_if_cancelled()  # a serve may have swallowed it, as above
             self._wake.clear()  # before reading _next: a due_in() from now on wakes us
             with self._mutex:
                 wait = min(self._next.values(), default=math.inf) - now
