@@ -10,10 +10,13 @@ primitive: every one ends the acquire within a bound, and nothing is left queued
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
+import time
 from typing import Any
 
 import pytest
+import redis.asyncio
 from conftest import Target
 
 import seawall.aio
@@ -66,3 +69,78 @@ def test_every_cancelled_acquire_ends(standalone: Target, kind: str) -> None:
 
     late = asyncio.run(body())
     assert late == [], f"{kind}: {len(late)} of {ROUNDS} cancelled acquires went on waiting"
+
+
+class SwallowingClient(redis.asyncio.Redis):
+    """A client whose next script call, once armed, loses the cancellation that lands
+    during it and answers afterwards, as redis-py's read sometimes does."""
+
+    armed = False
+    entered: asyncio.Event
+
+    async def execute_command(self, *args: Any, **options: Any) -> Any:
+        if not (self.armed and args[0] == "EVALSHA"):
+            return await super().execute_command(*args, **options)
+        self.armed = False
+        self.entered.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(30)  # the cancel lands here, and is lost
+        return await super().execute_command(*args, **options)
+
+
+@pytest.mark.parametrize("role", ["waiter", "loader"])
+def test_a_cache_read_whose_script_swallowed_its_cancel_still_stops(
+    seawall_url: str, role: str
+) -> None:
+    """A get_or_load whose fetch script lost the task's cancel stops at once: a waiter does
+    not wait for another process's load (before the fix: until that load ended, up to the
+    lease), a loader does not call its loader and gives the lease back at once."""
+
+    async def body() -> tuple[float, bool, int]:
+        other = redis.asyncio.Redis.from_url(seawall_url)
+        client = SwallowingClient.from_url(seawall_url)
+        client.entered = asyncio.Event()
+        loading = asyncio.Event()
+        calls = 0
+
+        async def slow() -> str:
+            loading.set()
+            await asyncio.sleep(BOUND + 3)
+            return "slow"
+
+        async def counted() -> str:
+            nonlocal calls
+            calls += 1
+            return "loaded"
+
+        holder = seawall.aio.Cache(other, "swallow", ttl=60, lease=60)
+        reader = seawall.aio.Cache(client, "swallow", ttl=60, lease=60)
+        await reader.get("warm")  # the first use's own calls, before the armed one
+        held = None
+        if role == "waiter":  # another process is loading the key: the reader must wait
+            held = asyncio.create_task(holder.get_or_load("k", slow))
+            await asyncio.wait_for(loading.wait(), 10)
+        client.armed = True
+        task = asyncio.create_task(reader.get_or_load("k", counted))
+        await asyncio.wait_for(client.entered.wait(), 10)
+        started = time.monotonic()
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=BOUND + 5)
+        took = time.monotonic() - started
+        cancelled = bool(done) and task.cancelled()
+        if held is not None:
+            held.cancel()
+            await asyncio.gather(held, return_exceptions=True)
+        else:
+            # The lease the swallowed fetch took is given back at once: another loads now,
+            # not once the lease (60 s here) has run out.
+            async with asyncio.timeout(BOUND):
+                assert await holder.get_or_load("k", counted) == "loaded"
+        await client.aclose()
+        await other.aclose()
+        return took, cancelled, calls
+
+    took, cancelled, calls = asyncio.run(body())
+    assert took < BOUND, f"the cancelled read went on for {took:.1f} s"
+    assert cancelled
+    assert calls == (0 if role == "waiter" else 1)  # only the other cache's load ran

@@ -545,3 +545,13 @@ def raise_if_cancelled() -> None:
     (WorkerExit, see _stop_workers), as a cancelled task is in asyncio."""
     if _exiting.is_set():
         raise WorkerExit
+
+
+def async_stop_if_cancelled() -> None:
+    """Before a caller's task waits or calls a loader: raise CancelledError if it was asked
+    to stop, in case redis-py's read swallowed that (see async_raise_if_cancelled)."""
+    async_raise_if_cancelled()
+
+
+def stop_if_cancelled() -> None:
+    """The sync twin: a caller's thread cannot be cancelled, so nothing to do."""

@@ -24,7 +24,11 @@ from seawall.cache._codec import ABSENT_PAYLOAD, CacheKeys, cache_keys
 from seawall.cache._l1 import MISSING
 from seawall.errors import BloomFilterError
 from seawall.shared import _concurrency, _tokens
-from seawall.shared._concurrency import async_background, async_call_loader
+from seawall.shared._concurrency import (
+    async_background,
+    async_call_loader,
+    async_stop_if_cancelled,
+)
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -230,6 +234,7 @@ class AsyncCacheBulk(AsyncCacheWrites):
         an invalidation (see _store)."""
         started = _concurrency.monotonic()
         try:
+            async_stop_if_cancelled()  # as get_or_load's load (see _load_and_store)
             loaded = await async_call_loader(functools.partial(loader, list(elected)))
             if not isinstance(loaded, Mapping):
                 raise TypeError(

@@ -36,6 +36,7 @@ from seawall.shared._concurrency import (
     async_scope,
     async_sleep,
     async_spawn,
+    async_stop_if_cancelled,
 )
 
 FRESH, STALE_REFRESH, STALE, MISS_LOAD, MISS_WAIT = 1, 2, 3, 4, 5
@@ -274,6 +275,10 @@ class AsyncCacheCore(AsyncCacheGenerations):
         self, waker: AsyncCacheWaker, keys: CacheKeys, watch: Watch | None, bound: float
     ) -> Watch | None:
         """Wait for a wake-up (at most `bound` s); returns the watch to wait on next time."""
+        # redis-py's asyncio client may swallow a cancellation that lands while it reads a
+        # reply (the fetch that said "wait"): a cancelled caller must not wait on for up to
+        # the lease.
+        async_stop_if_cancelled()
         if watch is not None and waker.ready:
             await watch.event.wait(bound)
             return watch
@@ -388,6 +393,9 @@ class AsyncCacheCore(AsyncCacheGenerations):
     ) -> Any:
         started = _concurrency.monotonic()
         try:
+            # The fetch that elected us may have swallowed the caller's cancellation (see
+            # _wait): then the loader is not called, and the lease is given back below.
+            async_stop_if_cancelled()
             value, payload = self._encoded(await async_call_loader(loader), key)
         except BaseException:
             self._counters.add("load_errors")

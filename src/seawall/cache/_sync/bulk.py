@@ -25,7 +25,11 @@ from seawall.cache._codec import ABSENT_PAYLOAD, CacheKeys, cache_keys
 from seawall.cache._l1 import MISSING
 from seawall.errors import BloomFilterError
 from seawall.shared import _concurrency, _tokens
-from seawall.shared._concurrency import background, call_loader
+from seawall.shared._concurrency import (
+    background,
+    call_loader,
+    stop_if_cancelled,
+)
 
 K = TypeVar("K", bound=Hashable)
 V = TypeVar("V")
@@ -229,6 +233,7 @@ class CacheBulk(CacheWrites):
         an invalidation (see _store)."""
         started = _concurrency.monotonic()
         try:
+            stop_if_cancelled()  # as get_or_load's load (see _load_and_store)
             loaded = call_loader(functools.partial(loader, list(elected)))
             if not isinstance(loaded, Mapping):
                 raise TypeError(

@@ -37,6 +37,7 @@ from seawall.shared._concurrency import (
     scope,
     sleep,
     spawn,
+    stop_if_cancelled,
 )
 
 FRESH, STALE_REFRESH, STALE, MISS_LOAD, MISS_WAIT = 1, 2, 3, 4, 5
@@ -271,6 +272,10 @@ class CacheCore(CacheGenerations):
         self, waker: CacheWaker, keys: CacheKeys, watch: Watch | None, bound: float
     ) -> Watch | None:
         """Wait for a wake-up (at most `bound` s); returns the watch to wait on next time."""
+        # redis-py's asyncio client may swallow a cancellation that lands while it reads a
+        # reply (the fetch that said "wait"): a cancelled caller must not wait on for up to
+        # the lease.
+        stop_if_cancelled()
         if watch is not None and waker.ready:
             watch.event.wait(bound)
             return watch
@@ -385,6 +390,9 @@ class CacheCore(CacheGenerations):
     ) -> Any:
         started = _concurrency.monotonic()
         try:
+            # The fetch that elected us may have swallowed the caller's cancellation (see
+            # _wait): then the loader is not called, and the lease is given back below.
+            stop_if_cancelled()
             value, payload = self._encoded(call_loader(loader), key)
         except BaseException:
             self._counters.add("load_errors")
