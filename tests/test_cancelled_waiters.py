@@ -10,7 +10,6 @@ primitive: every one ends the acquire within a bound, and nothing is left queued
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
 import time
 from typing import Any
@@ -18,6 +17,7 @@ from typing import Any
 import pytest
 import redis.asyncio
 from conftest import Target
+from swallowing import SwallowingClient
 
 import seawall.aio
 
@@ -69,23 +69,6 @@ def test_every_cancelled_acquire_ends(standalone: Target, kind: str) -> None:
 
     late = asyncio.run(body())
     assert late == [], f"{kind}: {len(late)} of {ROUNDS} cancelled acquires went on waiting"
-
-
-class SwallowingClient(redis.asyncio.Redis):
-    """A client whose next script call, once armed, loses the cancellation that lands
-    during it and answers afterwards, as redis-py's read sometimes does."""
-
-    armed = False
-    entered: asyncio.Event
-
-    async def execute_command(self, *args: Any, **options: Any) -> Any:
-        if not (self.armed and args[0] == "EVALSHA"):
-            return await super().execute_command(*args, **options)
-        self.armed = False
-        self.entered.set()
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.sleep(30)  # the cancel lands here, and is lost
-        return await super().execute_command(*args, **options)
 
 
 @pytest.mark.parametrize("role", ["waiter", "loader"])

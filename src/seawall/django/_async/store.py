@@ -28,7 +28,12 @@ from seawall.django.errors import NotAnInteger
 from seawall.errors import CacheWaitTimeout
 from seawall.shared import _concurrency, _scripts, _tokens
 from seawall.shared._async.scripts import run_script
-from seawall.shared._concurrency import AsyncEvent, async_call_loader, async_scope
+from seawall.shared._concurrency import (
+    AsyncEvent,
+    async_call_loader,
+    async_scope,
+    async_stop_if_cancelled,
+)
 from seawall.shared._validate import AsyncClient
 
 _LOAD = _scripts.load("seawall.django", "django_load")
@@ -303,6 +308,9 @@ class AsyncRedisStore:
                         key=key,
                     )
                 lease_left = max(int(reply[1]), 0) / 1000
+                # The script's read may have swallowed the caller's cancellation (redis-py's
+                # asyncio client can): a cancelled caller does not wait on.
+                async_stop_if_cancelled()
                 await watch.event.wait(min(left, lease_left + LEASE_GRACE))
             finally:
                 waker.unwatch(lease, watch)
@@ -344,6 +352,7 @@ class AsyncRedisStore:
                 lease_left = max(int(reply[1]), 0) / 1000
                 bound = min(self.wait_timeout, lease_left + LEASE_GRACE)
                 mine = (watch.event, _concurrency.monotonic() + bound)
+                async_stop_if_cancelled()  # as get_or_set's wait
                 shared = _waits.setdefault(slot, mine)
                 try:
                     await watch.event.wait(bound)
@@ -373,6 +382,7 @@ class AsyncRedisStore:
         """Run the callable under the lease, store what it returns, wake the waiters."""
         message = wake_message(keys[1])
         try:
+            async_stop_if_cancelled()  # not called for a caller that was cancelled
             value = await async_call_loader(loader)
             payload = self.serializer.dumps(value)
         except BaseException:

@@ -29,7 +29,12 @@ from seawall.django.errors import NotAnInteger
 from seawall.errors import CacheWaitTimeout
 from seawall.shared import _concurrency, _scripts, _tokens
 from seawall.shared._sync.scripts import run_script
-from seawall.shared._concurrency import Event, call_loader, scope
+from seawall.shared._concurrency import (
+    Event,
+    call_loader,
+    scope,
+    stop_if_cancelled,
+)
 from seawall.shared._validate import Client
 
 _LOAD = _scripts.load("seawall.django", "django_load")
@@ -302,6 +307,9 @@ class RedisStore:
                         key=key,
                     )
                 lease_left = max(int(reply[1]), 0) / 1000
+                # The script's read may have swallowed the caller's cancellation (redis-py's
+                # asyncio client can): a cancelled caller does not wait on.
+                stop_if_cancelled()
                 watch.event.wait(min(left, lease_left + LEASE_GRACE))
             finally:
                 waker.unwatch(lease, watch)
@@ -343,6 +351,7 @@ class RedisStore:
                 lease_left = max(int(reply[1]), 0) / 1000
                 bound = min(self.wait_timeout, lease_left + LEASE_GRACE)
                 mine = (watch.event, _concurrency.monotonic() + bound)
+                stop_if_cancelled()  # as get_or_set's wait
                 shared = _waits.setdefault(slot, mine)
                 try:
                     watch.event.wait(bound)
@@ -370,6 +379,7 @@ class RedisStore:
         """Run the callable under the lease, store what it returns, wake the waiters."""
         message = wake_message(keys[1])
         try:
+            stop_if_cancelled()  # not called for a caller that was cancelled
             value = call_loader(loader)
             payload = self.serializer.dumps(value)
         except BaseException:
