@@ -11,16 +11,17 @@ import redis.asyncio
 
 
 class SwallowingClient(redis.asyncio.Redis):
-    """A client whose next script call, once armed, loses the cancellation that lands
-    during it and answers afterwards, as redis-py's read sometimes does."""
+    """A client whose next call of `armed` (a command name: "EVALSHA" for a script) loses
+    the cancellation that lands during it and answers afterwards, as redis-py's read
+    sometimes does. `entered` is set once that call has begun."""
 
-    armed = False
+    armed = ""
     entered: asyncio.Event
 
     async def execute_command(self, *args: Any, **options: Any) -> Any:
-        if not (self.armed and args[0] == "EVALSHA"):
+        if not (self.armed and str(args[0]).upper() == self.armed):
             return await super().execute_command(*args, **options)
-        self.armed = False
+        self.armed = ""
         self.entered.set()
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.sleep(30)  # the cancel lands here, and is lost

@@ -103,7 +103,7 @@ def test_a_cache_read_whose_script_swallowed_its_cancel_still_stops(
         if role == "waiter":  # another process is loading the key: the reader must wait
             held = asyncio.create_task(holder.get_or_load("k", slow))
             await asyncio.wait_for(loading.wait(), 10)
-        client.armed = True
+        client.armed = "EVALSHA"
         task = asyncio.create_task(reader.get_or_load("k", counted))
         await asyncio.wait_for(client.entered.wait(), 10)
         started = time.monotonic()
@@ -127,3 +127,90 @@ def test_a_cache_read_whose_script_swallowed_its_cancel_still_stops(
     assert took < BOUND, f"the cancelled read went on for {took:.1f} s"
     assert cancelled
     assert calls == (0 if role == "waiter" else 1)  # only the other cache's load ran
+
+
+def test_a_sink_run_whose_read_swallowed_its_cancel_still_ends(
+    seawall_url: str, tmp_path: Any
+) -> None:
+    """OrderSink.run() is a task an application cancels to stop; its XREADGROUP swallowing
+    that cancel left it looping until a stop flag that never comes (before the fix)."""
+
+    async def body() -> tuple[float, bool]:
+        client = SwallowingClient.from_url(seawall_url)
+        client.entered = asyncio.Event()
+        stock = seawall.aio.Stock(client, "sku:cancel")
+        await stock.put(3)
+        sink = seawall.aio.OrderSink(client, stock, str(tmp_path / "orders.db"))
+        await sink.drain(timeout=10)  # the group made, nothing to save: run() now blocks
+        client.armed = "XREADGROUP"
+        task = asyncio.create_task(sink.run(block=0.2))
+        await asyncio.wait_for(client.entered.wait(), 10)
+        started = time.monotonic()
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=BOUND + 3)
+        took = time.monotonic() - started
+        if not done:
+            task.cancel()  # the fault found: stop it for good
+        sink.close()
+        await client.aclose()
+        return took, bool(done) and task.cancelled()
+
+    took, cancelled = asyncio.run(body())
+    assert took < BOUND, f"the cancelled run went on for {took:.1f} s"
+    assert cancelled
+
+
+@pytest.mark.parametrize("role", ["duplicate", "claimant"])
+def test_an_idempotent_run_whose_claim_swallowed_its_cancel_still_stops(
+    seawall_url: str, role: str
+) -> None:
+    """A duplicate waited until the claimant finished (up to `timeout`); a claimant ran the
+    handler. Now both stop, and the claimant's claim is abandoned at once."""
+
+    async def body() -> tuple[float, bool, int]:
+        other = redis.asyncio.Redis.from_url(seawall_url)
+        client = SwallowingClient.from_url(seawall_url)
+        client.entered = asyncio.Event()
+        runs = 0
+        running = asyncio.Event()
+
+        async def slow() -> str:
+            running.set()
+            await asyncio.sleep(BOUND + 5)
+            return "slow"
+
+        async def counted() -> str:
+            nonlocal runs
+            runs += 1
+            return "ran"
+
+        first = seawall.aio.Idempotent(other, "cancel", lease=60)
+        second = seawall.aio.Idempotent(client, "cancel", lease=60)
+        held = None
+        if role == "duplicate":  # another process runs the message: the caller must wait
+            held = asyncio.create_task(first.run("m1", slow))
+            await asyncio.wait_for(running.wait(), 10)
+        client.armed = "EVALSHA"
+        task = asyncio.create_task(second.run("m1", counted))
+        await asyncio.wait_for(client.entered.wait(), 10)
+        started = time.monotonic()
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=BOUND + 10)
+        took = time.monotonic() - started
+        cancelled = bool(done) and task.cancelled()
+        if held is not None:
+            held.cancel()
+            await asyncio.gather(held, return_exceptions=True)
+        else:
+            # The claim was abandoned at once: the next delivery runs now, not after the
+            # lease (60 s).
+            async with asyncio.timeout(BOUND):
+                assert await first.run("m1", counted) == "ran"
+        await client.aclose()
+        await other.aclose()
+        return took, cancelled, runs
+
+    took, cancelled, runs = asyncio.run(body())
+    assert took < BOUND, f"{role}: the cancelled run went on for {took:.1f} s"
+    assert cancelled, role
+    assert runs == (1 if role == "claimant" else 0)  # only the next delivery's run

@@ -51,7 +51,7 @@ def test_a_cancel_swallowed_by_the_lease_script_still_stops_the_caller(
         elif call == "aget_or_set waits":
             held = asyncio.create_task(holder.aget_or_set(key, slow))
             await asyncio.wait_for(loading.wait(), 10)
-        client.armed = True
+        client.armed = "EVALSHA"
         if call == "abegin_load":
             task = asyncio.create_task(reader.abegin_load(key))
         else:

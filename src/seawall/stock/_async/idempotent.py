@@ -41,6 +41,7 @@ from seawall.shared._concurrency import (
     async_check_handler,
     async_resolve,
     async_spawn,
+    async_stop_if_cancelled,
 )
 from seawall.shared._keys import tagged
 from seawall.shared._validate import check_async_client, check_name, check_seconds, check_timeout
@@ -149,6 +150,9 @@ class AsyncIdempotent:
             if remaining is not None and remaining <= 0:
                 raise self._timed_out(message_id)
             wait = min(_lease.wait_slice(int(reply[1]), remaining), self._max_block)
+            # redis-py's asyncio client may swallow a cancellation that lands while it reads
+            # a reply: a cancelled duplicate stops here instead of waiting until `timeout`.
+            async_stop_if_cancelled()
             if wait > 0.001:
                 wake = f"{key}:wake"
                 bound = last_look(deadline)
@@ -210,6 +214,7 @@ class AsyncIdempotent:
         renewer = get_renewer()
         renewer.add(self, claim, _lease.renew_at(sent, self.lease))
         try:
+            async_stop_if_cancelled()  # the claim's reply may have swallowed it: abandon
             outcome = await async_resolve(handler(*args, **kwargs))
         except BaseException:
             renewer.discard(claim)

@@ -42,6 +42,7 @@ from seawall.shared._concurrency import (
     check_handler,
     resolve,
     spawn,
+    stop_if_cancelled,
 )
 from seawall.shared._keys import tagged
 from seawall.shared._validate import check_client, check_name, check_seconds, check_timeout
@@ -150,6 +151,9 @@ class Idempotent:
             if remaining is not None and remaining <= 0:
                 raise self._timed_out(message_id)
             wait = min(_lease.wait_slice(int(reply[1]), remaining), self._max_block)
+            # redis-py's asyncio client may swallow a cancellation that lands while it reads
+            # a reply: a cancelled duplicate stops here instead of waiting until `timeout`.
+            stop_if_cancelled()
             if wait > 0.001:
                 wake = f"{key}:wake"
                 bound = last_look(deadline)
@@ -211,6 +215,7 @@ class Idempotent:
         renewer = get_renewer()
         renewer.add(self, claim, _lease.renew_at(sent, self.lease))
         try:
+            stop_if_cancelled()  # the claim's reply may have swallowed it: abandon
             outcome = resolve(handler(*args, **kwargs))
         except BaseException:
             renewer.discard(claim)

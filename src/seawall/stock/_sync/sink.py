@@ -36,7 +36,12 @@ from seawall.metrics._families import ORDER_SINK_LAG, ORDER_SINK_SAVED
 from seawall.metrics._sink import SINK as metrics_sink
 from seawall.shared import _concurrency, _scripts
 from seawall.shared._sync.scripts import run_script
-from seawall.shared._concurrency import offload, sleep, log
+from seawall.shared._concurrency import (
+    offload,
+    sleep,
+    stop_if_cancelled,
+    log,
+)
 from seawall.shared._keys import stock_keys
 from seawall.shared._validate import check_client, check_name, check_seconds, check_timeout
 from seawall.stock._orders import (
@@ -181,6 +186,9 @@ class OrderSink:
         saved = 0
         delay = RETRY_FIRST
         while stop_event is None or not stop_event.is_set():
+            # redis-py's asyncio client may swallow a cancellation that lands while it
+            # reads a reply (a step's XREADGROUP): a cancelled run must still end.
+            stop_if_cancelled()
             try:
                 saved += self.step(block)
                 delay = RETRY_FIRST
@@ -203,6 +211,7 @@ class OrderSink:
         delay = RETRY_FIRST
         last_error: BaseException | None = None
         while True:
+            stop_if_cancelled()  # as in run()
             remaining = None if deadline is None else deadline - _concurrency.monotonic()
             if remaining is not None and remaining <= 0:
                 raise DrainTimeout(
