@@ -382,7 +382,7 @@ class AsyncRedisStore:
         """Run the callable under the lease, store what it returns, wake the waiters."""
         message = wake_message(keys[1])
         try:
-            async_stop_if_cancelled()  # not called for a caller that was cancelled
+            async_stop_if_cancelled()  # a cancelled caller's callable is not run; lease back
             value = await async_call_loader(loader)
             payload = self.serializer.dumps(value)
         except BaseException:

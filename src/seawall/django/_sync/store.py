@@ -379,7 +379,7 @@ class RedisStore:
         """Run the callable under the lease, store what it returns, wake the waiters."""
         message = wake_message(keys[1])
         try:
-            stop_if_cancelled()  # not called for a caller that was cancelled
+            stop_if_cancelled()  # a cancelled caller's callable is not run; lease back
             value = call_loader(loader)
             payload = self.serializer.dumps(value)
         except BaseException:
