@@ -45,7 +45,15 @@ def test_naive_leaves_stale_rows_double_delete_and_follower_leave_none(
     monkeypatch: pytest.MonkeyPatch, seawall_postgres: Any
 ) -> None:
     url = seawall_postgres.url().replace("postgresql://", "postgresql+psycopg://")
-    found = stale_counts(monkeypatch, url)
-    assert int(found["delete after COMMIT"]) > 0  # the race is real
-    assert found["delete"] == "0"  # delete(again_after=...)
-    assert found["seawall follow"] == "0"
+    naive: list[int] = []
+    # The plain delete's race needs a reader to miss within the replica's lag: a run of
+    # the test command with a fourth worker on 2 cores once starved every reader past it
+    # (0 stale rows). The remedies must leave none in every run; the race is shown once.
+    for _ in range(3):
+        found = stale_counts(monkeypatch, url)
+        assert found["delete"] == "0"  # delete(again_after=...)
+        assert found["seawall follow"] == "0"
+        naive.append(int(found["delete after COMMIT"]))
+        if naive[-1] > 0:
+            break
+    assert naive[-1] > 0, f"the plain delete left no stale row in {len(naive)} runs"
