@@ -12,8 +12,10 @@ from __future__ import annotations
 import asyncio
 import random
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+import djangoworkers
 import pytest
 import redis.asyncio
 from conftest import Target
@@ -38,27 +40,40 @@ def waiter_of(kind: str, client: Any) -> tuple[Any, Any]:
     return rw.read(), rw.write()
 
 
+async def cancelled_at_random(
+    start: Callable[[int], Awaitable[Any]],
+    rng: random.Random,
+    after: Callable[[int], Awaitable[None]] | None = None,
+) -> list[int]:
+    """ROUNDS tasks of `start(n)`, each cancelled at a random moment of its first 20 ms;
+    `after(n)` once the task ended cancelled. The rounds whose task went on past BOUND."""
+    late: list[int] = []
+    for n in range(ROUNDS):
+        task = asyncio.create_task(start(n))
+        await asyncio.sleep(rng.uniform(0.0, 0.02))
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=BOUND)
+        if not done:
+            late.append(n)
+            task.cancel()
+            await asyncio.wait({task}, timeout=BOUND)
+            continue
+        assert task.cancelled(), f"round {n}: the task ended with {task!r}"
+        if after is not None:
+            await after(n)
+    return late
+
+
 @pytest.mark.parametrize("kind", ["lock", "semaphore", "write"])
 def test_every_cancelled_acquire_ends(standalone: Target, kind: str) -> None:
     rng = random.Random(7)
 
-    async def body() -> list[float]:
+    async def body() -> list[int]:
         client = standalone.aio()
         holder, waiter = waiter_of(kind, client)
         assert await holder.acquire()
-        late: list[float] = []
         try:
-            for _ in range(ROUNDS):
-                task = asyncio.create_task(waiter.acquire())
-                await asyncio.sleep(rng.uniform(0.0, 0.02))
-                task.cancel()
-                done, _ = await asyncio.wait({task}, timeout=BOUND)
-                if not done:
-                    late.append(BOUND)
-                    task.cancel()
-                    await asyncio.wait({task}, timeout=BOUND)
-                    continue
-                assert task.cancelled(), f"{kind}: the acquire ended with {task!r}"
+            late = await cancelled_at_random(lambda _: waiter.acquire(), rng)
             await holder.release()
             # Nothing of the cancelled waiters holds the name: a fresh acquire gets in.
             assert await waiter.acquire(timeout=5.0)
@@ -69,6 +84,55 @@ def test_every_cancelled_acquire_ends(standalone: Target, kind: str) -> None:
 
     late = asyncio.run(body())
     assert late == [], f"{kind}: {len(late)} of {ROUNDS} cancelled acquires went on waiting"
+
+
+@pytest.mark.parametrize("role", ["waiter", "loader"])
+def test_every_cancelled_cache_read_ends(standalone: Target, role: str) -> None:
+    """100 get_or_load calls cancelled at random moments: a waiter (another cache holds the
+    key's load lease for the whole test), or a loader (its loader never returns). Each
+    ends within the bound, cancelled; a cancelled loader's lease goes back, so another
+    cache loads the key at once."""
+    rng = random.Random(11)
+
+    async def body() -> list[int]:
+        holder_client, reader_client = standalone.aio(), standalone.aio()
+        holder = seawall.aio.Cache(holder_client, "cancel-read", ttl=60, lease=60)
+        reader = seawall.aio.Cache(reader_client, "cancel-read", ttl=60, lease=60)
+        loading, never = asyncio.Event(), asyncio.Event()
+
+        async def stuck() -> str:
+            loading.set()
+            await never.wait()
+            return "never"
+
+        held = None
+        if role == "waiter":
+            held = asyncio.create_task(holder.get_or_load("held", stuck))
+            await asyncio.wait_for(loading.wait(), 10)
+
+        def key(n: int) -> str:
+            return "held" if role == "waiter" else f"free-{n}"
+
+        async def loaded_elsewhere(n: int) -> None:
+            async with asyncio.timeout(BOUND):  # not the lease's 60 s
+                assert await holder.get_or_load(key(n), lambda: "v") == "v"
+
+        try:
+            late = await cancelled_at_random(
+                lambda n: reader.get_or_load(key(n), stuck),
+                rng,
+                loaded_elsewhere if role == "loader" else None,
+            )
+        finally:
+            if held is not None:
+                held.cancel()
+                await asyncio.gather(held, return_exceptions=True)
+            await holder_client.aclose()
+            await reader_client.aclose()
+        return late
+
+    late = asyncio.run(body())
+    assert late == [], f"{role}: cancelled reads {late} of {ROUNDS} went on"
 
 
 @pytest.mark.parametrize("role", ["waiter", "loader"])
@@ -214,3 +278,85 @@ def test_an_idempotent_run_whose_claim_swallowed_its_cancel_still_stops(
     assert took < BOUND, f"{role}: the cancelled run went on for {took:.1f} s"
     assert cancelled, role
     assert runs == (1 if role == "claimant" else 0)  # only the next delivery's run
+
+
+@pytest.mark.parametrize("kind", ["idempotent", "sink"])
+def test_every_cancelled_duplicate_and_sink_run_ends(
+    standalone: Target, kind: str, tmp_path: Any
+) -> None:
+    """100 cancels at random moments of an Idempotent duplicate waiting for the claimant
+    (which runs for the whole test), or of OrderSink.run() with nothing to save."""
+    rng = random.Random(13)
+
+    async def body() -> list[int]:
+        client, other = standalone.aio(), standalone.aio()
+        stop = asyncio.Event()
+        try:
+            if kind == "idempotent":
+                running = asyncio.Event()
+
+                async def forever() -> None:
+                    running.set()
+                    await stop.wait()
+
+                claimant = asyncio.create_task(
+                    seawall.aio.Idempotent(other, "cancel-dup", lease=60).run("m", forever)
+                )
+                await asyncio.wait_for(running.wait(), 10)
+                duplicate = seawall.aio.Idempotent(client, "cancel-dup", lease=60)
+                late = await cancelled_at_random(lambda _: duplicate.run("m", forever), rng)
+                stop.set()
+                await claimant
+                return late
+            stock = seawall.aio.Stock(client, "sku:cancel-run")
+            await stock.put(1)
+            sink = seawall.aio.OrderSink(client, stock, str(tmp_path / "orders.db"))
+            await sink.drain(timeout=10)
+            try:
+                return await cancelled_at_random(lambda _: sink.run(block=0.05), rng)
+            finally:
+                sink.close()
+        finally:
+            await client.aclose()
+            await other.aclose()
+
+    late = asyncio.run(body())
+    assert late == [], f"{kind}: cancelled runs {late} of {ROUNDS} went on"
+
+
+@pytest.mark.parametrize("call", ["aget_or_set", "abegin_load"])
+def test_every_cancelled_django_wait_ends(standalone: Target, call: str) -> None:
+    """100 cancels at random moments of seawall.django's asyncio waits for a lease another
+    caller holds for the whole test (a callable, or a page being rendered)."""
+    djangoworkers.setup("redis://unused", "django.core.cache.backends.locmem.LocMemCache")
+    from seawall.django import RedisCache
+
+    holder = RedisCache(standalone.url, {"OPTIONS": {"lease": 60.0}})
+    reader = RedisCache(standalone.url, {"OPTIONS": {"lease": 60.0}})
+    rng = random.Random(17)
+
+    async def body() -> list[int]:
+        stop, running = asyncio.Event(), asyncio.Event()
+
+        async def forever() -> str:
+            running.set()
+            await stop.wait()
+            return "made"
+
+        held = None
+        if call == "abegin_load":
+            assert await holder.abegin_load("page") is not None
+        else:
+            held = asyncio.create_task(holder.aget_or_set("value", forever))
+            await asyncio.wait_for(running.wait(), 10)
+        try:
+            if call == "abegin_load":
+                return await cancelled_at_random(lambda _: reader.abegin_load("page"), rng)
+            return await cancelled_at_random(lambda _: reader.aget_or_set("value", forever), rng)
+        finally:
+            stop.set()
+            if held is not None:
+                await held
+
+    late = asyncio.run(body())
+    assert late == [], f"{call}: cancelled waits {late} of {ROUNDS} went on"

@@ -555,3 +555,29 @@ def async_stop_if_cancelled() -> None:
 
 def stop_if_cancelled() -> None:
     """The sync twin: a caller's thread cannot be cancelled, so nothing to do."""
+
+
+async def async_in_own_task(call: Callable[[], Awaitable[T]]) -> T:
+    """Await `call()` in a task of its own, so that cancelling the caller ends the caller
+    at once. For a blocking command (BLPOP): redis-py's read may swallow a cancellation,
+    and the command would then hold the caller until its own timeout. Cancelled, the
+    caller asks the call to stop too; if it does not, it ends by that timeout unseen."""
+    task = asyncio.ensure_future(call())
+    try:
+        return await asyncio.shield(task)
+    except BaseException:
+        if not task.done():
+            task.cancel()
+            task.add_done_callback(_retrieved)
+        raise
+
+
+def in_own_task(call: Callable[[], T]) -> T:
+    """The sync twin: a thread cannot be cancelled; the call runs here."""
+    return call()
+
+
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    # An error of a call its caller left is retrieved, so asyncio does not report it.
+    if not task.cancelled():
+        task.exception()

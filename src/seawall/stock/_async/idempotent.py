@@ -39,6 +39,7 @@ from seawall.shared._async.scripts import run_script
 from seawall.shared._bounded import async_execute, async_time_limit, async_until, last_look
 from seawall.shared._concurrency import (
     async_check_handler,
+    async_in_own_task,
     async_resolve,
     async_spawn,
     async_stop_if_cancelled,
@@ -158,7 +159,13 @@ class AsyncIdempotent:
                 bound = last_look(deadline)
                 try:
                     async with async_until(bound):
-                        await async_execute(self._client, ("BLPOP", wake, wait), wake)
+                        # Its own task: a cancel the blocked read swallowed would hold
+                        # this caller for the whole slice.
+                        await async_in_own_task(
+                            functools.partial(
+                                async_execute, self._client, ("BLPOP", wake, wait), wake
+                            )
+                        )
                 except TimeoutError:
                     if bound is None or _concurrency.monotonic() < bound:
                         raise

@@ -40,6 +40,7 @@ from seawall.shared._sync.scripts import run_script
 from seawall.shared._bounded import execute, time_limit, until, last_look
 from seawall.shared._concurrency import (
     check_handler,
+    in_own_task,
     resolve,
     spawn,
     stop_if_cancelled,
@@ -159,7 +160,11 @@ class Idempotent:
                 bound = last_look(deadline)
                 try:
                     with until(bound):
-                        execute(self._client, ("BLPOP", wake, wait), wake)
+                        # Its own task: a cancel the blocked read swallowed would hold
+                        # this caller for the whole slice.
+                        in_own_task(
+                            functools.partial(execute, self._client, ("BLPOP", wake, wait), wake)
+                        )
                 except TimeoutError:
                     if bound is None or _concurrency.monotonic() < bound:
                         raise
