@@ -1,10 +1,13 @@
-"""A cancelled waiter stops: asyncio's task.cancel() ends a blocked acquire every time.
+"""A cancelled waiter stops: asyncio's task.cancel() ends a blocked call every time.
 
 redis-py's asyncio client can swallow a cancellation that lands while it reads a reply
 (the call then returns normally). A waiter that carried on would try again for ever (one
-such hang took 9 minutes in a parallel run); seawall checks after each try that its task
-was not asked to stop. 100 cancellations at random moments of the waiting loop, for each
-primitive: every one ends the acquire within a bound, and nothing is left queued.
+such hang took 9 minutes in a parallel run); seawall looks after each reply, before each
+wait and before each loader or handler call, whether its task was asked to stop. 100
+cancellations at random moments of each waiting path (the locks' acquires, the cache's
+reads, the Django backend's lease waits, Idempotent's duplicates, OrderSink.run): every
+one ends within a bound, and nothing is left held. Then each path once more with a client
+that loses the cancel on purpose, at the one call where it would matter.
 """
 
 from __future__ import annotations
@@ -36,8 +39,10 @@ def waiter_of(kind: str, client: Any) -> tuple[Any, Any]:
             seawall.aio.Semaphore(client, "cancel", value=1, ttl=30),
             seawall.aio.Semaphore(client, "cancel", value=1),
         )
+    if kind == "rlock":
+        return seawall.aio.RLock(client, "cancel", ttl=30), seawall.aio.RLock(client, "cancel")
     rw = seawall.aio.RWLock(client, "cancel", ttl=30)
-    return rw.read(), rw.write()
+    return (rw.read(), rw.write()) if kind == "write" else (rw.write(), rw.read())
 
 
 async def cancelled_at_random(
@@ -64,7 +69,7 @@ async def cancelled_at_random(
     return late
 
 
-@pytest.mark.parametrize("kind", ["lock", "semaphore", "write"])
+@pytest.mark.parametrize("kind", ["lock", "rlock", "semaphore", "write", "read"])
 def test_every_cancelled_acquire_ends(standalone: Target, kind: str) -> None:
     rng = random.Random(7)
 
