@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import random
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -22,7 +21,7 @@ import djangoworkers
 import pytest
 import redis.asyncio
 from conftest import Target
-from swallowing import SwallowingClient
+from swallowing import SwallowingClient, cancelled_in
 
 import seawall.aio
 
@@ -151,7 +150,6 @@ def test_a_cache_read_whose_script_swallowed_its_cancel_still_stops(
     async def body() -> tuple[float, bool, int]:
         other = redis.asyncio.Redis.from_url(seawall_url)
         client = SwallowingClient.from_url(seawall_url)
-        client.entered = asyncio.Event()
         loading = asyncio.Event()
         calls = 0
 
@@ -172,14 +170,9 @@ def test_a_cache_read_whose_script_swallowed_its_cancel_still_stops(
         if role == "waiter":  # another process is loading the key: the reader must wait
             held = asyncio.create_task(holder.get_or_load("k", slow))
             await asyncio.wait_for(loading.wait(), 10)
-        client.armed = "EVALSHA"
-        task = asyncio.create_task(reader.get_or_load("k", counted))
-        await asyncio.wait_for(client.entered.wait(), 10)
-        started = time.monotonic()
-        task.cancel()
-        done, _ = await asyncio.wait({task}, timeout=BOUND + 5)
-        took = time.monotonic() - started
-        cancelled = bool(done) and task.cancelled()
+        took, cancelled = await cancelled_in(
+            client, "EVALSHA", lambda: reader.get_or_load("k", counted), BOUND + 5
+        )
         if held is not None:
             held.cancel()
             await asyncio.gather(held, return_exceptions=True)
@@ -206,23 +199,16 @@ def test_a_sink_run_whose_read_swallowed_its_cancel_still_ends(
 
     async def body() -> tuple[float, bool]:
         client = SwallowingClient.from_url(seawall_url)
-        client.entered = asyncio.Event()
         stock = seawall.aio.Stock(client, "sku:cancel")
         await stock.put(3)
         sink = seawall.aio.OrderSink(client, stock, str(tmp_path / "orders.db"))
         await sink.drain(timeout=10)  # the group made, nothing to save: run() now blocks
-        client.armed = "XREADGROUP"
-        task = asyncio.create_task(sink.run(block=0.2))
-        await asyncio.wait_for(client.entered.wait(), 10)
-        started = time.monotonic()
-        task.cancel()
-        done, _ = await asyncio.wait({task}, timeout=BOUND + 3)
-        took = time.monotonic() - started
-        if not done:
-            task.cancel()  # the fault found: stop it for good
+        took, cancelled = await cancelled_in(
+            client, "XREADGROUP", lambda: sink.run(block=0.2), BOUND + 3
+        )
         sink.close()
         await client.aclose()
-        return took, bool(done) and task.cancelled()
+        return took, cancelled
 
     took, cancelled = asyncio.run(body())
     assert took < BOUND, f"the cancelled run went on for {took:.1f} s"
@@ -239,7 +225,6 @@ def test_an_idempotent_run_whose_claim_swallowed_its_cancel_still_stops(
     async def body() -> tuple[float, bool, int]:
         other = redis.asyncio.Redis.from_url(seawall_url)
         client = SwallowingClient.from_url(seawall_url)
-        client.entered = asyncio.Event()
         runs = 0
         running = asyncio.Event()
 
@@ -259,14 +244,9 @@ def test_an_idempotent_run_whose_claim_swallowed_its_cancel_still_stops(
         if role == "duplicate":  # another process runs the message: the caller must wait
             held = asyncio.create_task(first.run("m1", slow))
             await asyncio.wait_for(running.wait(), 10)
-        client.armed = "EVALSHA"
-        task = asyncio.create_task(second.run("m1", counted))
-        await asyncio.wait_for(client.entered.wait(), 10)
-        started = time.monotonic()
-        task.cancel()
-        done, _ = await asyncio.wait({task}, timeout=BOUND + 10)
-        took = time.monotonic() - started
-        cancelled = bool(done) and task.cancelled()
+        took, cancelled = await cancelled_in(
+            client, "EVALSHA", lambda: second.run("m1", counted), BOUND + 10
+        )
         if held is not None:
             held.cancel()
             await asyncio.gather(held, return_exceptions=True)

@@ -6,12 +6,11 @@ abegin_load (the cache middleware's lease on a page) does not wait for another's
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 
 import djangoworkers
 import pytest
-from swallowing import SwallowingClient
+from swallowing import SwallowingClient, cancelled_in
 
 djangoworkers.setup("redis://unused", "django.core.cache.backends.locmem.LocMemCache")
 
@@ -44,24 +43,20 @@ def test_a_cancel_swallowed_by_the_lease_script_still_stops_the_caller(
 
         store = reader._astore()
         client = store.client = SwallowingClient.from_url(seawall_url)
-        client.entered = asyncio.Event()
         held = None
         if call == "abegin_load":
             assert await holder.abegin_load(key) is not None  # another renders the page
         elif call == "aget_or_set waits":
             held = asyncio.create_task(holder.aget_or_set(key, slow))
             await asyncio.wait_for(loading.wait(), 10)
-        client.armed = "EVALSHA"
         if call == "abegin_load":
-            task = asyncio.create_task(reader.abegin_load(key))
+            took, cancelled = await cancelled_in(
+                client, "EVALSHA", lambda: reader.abegin_load(key), BOUND + 10
+            )
         else:
-            task = asyncio.create_task(reader.aget_or_set(key, counted))
-        await asyncio.wait_for(client.entered.wait(), 10)
-        started = time.monotonic()
-        task.cancel()
-        done, _ = await asyncio.wait({task}, timeout=BOUND + 10)
-        took = time.monotonic() - started
-        cancelled = bool(done) and task.cancelled()
+            took, cancelled = await cancelled_in(
+                client, "EVALSHA", lambda: reader.aget_or_set(key, counted), BOUND + 10
+            )
         if held is not None:
             held.cancel()
             await asyncio.gather(held, return_exceptions=True)
