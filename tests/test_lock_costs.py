@@ -99,3 +99,25 @@ def test_a_release_after_contention_looks_at_the_queue_once_then_not_again(
     holder.release()
     second = commands_during(standalone, before)
     assert sum(second.values()) <= 6, second
+
+
+def test_an_uncontended_semaphore_cycle_is_two_requests_and_fourteen_commands(
+    target: Target,
+) -> None:
+    """The Semaphore's cycle, by the same count: its queue, expired holders and fairness
+    cost more than the Lock's six, but a first holder no longer looks for the longest
+    lease of the others (ZRANGE) to set the key's expiry: 15 commands before, 14 now."""
+    semaphore = seawall.Semaphore(target.sync(), "costs-sem", value=3, ttl=30.0)
+    for _ in range(3):
+        semaphore.acquire()
+        semaphore.release()
+    before = command_calls(target)
+    with requests_sent() as sent:
+        for _ in range(CYCLES):
+            semaphore.acquire()
+            semaphore.release()
+    spent = commands_during(target, before)
+    mine = [head for head in sent.heads if b"costs-sem" in head]
+    assert len(mine) == 2 * CYCLES, len(mine)
+    assert sum(spent.values()) <= 14 * CYCLES, spent
+    assert spent.get("zrange", 0) == 0, spent

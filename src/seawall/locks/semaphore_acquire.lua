@@ -59,7 +59,8 @@ if queued > 0 then
   end
 end
 local place = ARGV[7] or ''
-local free = tonumber(ARGV[2]) - redis.call('zcard', KEYS[1])
+local held = redis.call('zcard', KEYS[1])
+local free = tonumber(ARGV[2]) - held
 if free > 0 then
   local ahead = false
   if waiter ~= '' and queued > 0 then
@@ -73,10 +74,14 @@ if free > 0 then
     end
   end
   if ahead < free then
-    redis.call('zadd', KEYS[1], now + tonumber(ARGV[3]) + 1, ARGV[1])
-    -- The key lives as long as its longest lease, so dead holders leave nothing behind.
-    local last = redis.call('zrange', KEYS[1], -1, -1, 'WITHSCORES')
-    redis.call('pexpireat', KEYS[1], last[2])
+    local lease = now + tonumber(ARGV[3]) + 1
+    redis.call('zadd', KEYS[1], lease, ARGV[1])
+    -- The key lives as long as its longest lease, so dead holders leave nothing behind
+    -- (a first holder's is the only one: no look at the others).
+    if held > 0 then
+      lease = redis.call('zrange', KEYS[1], -1, -1, 'WITHSCORES')[2]
+    end
+    redis.call('pexpireat', KEYS[1], lease)
     if waiter ~= '' and queued > 0 then
       redis.call('zrem', KEYS[3], waiter)
       redis.call('zrem', KEYS[4], waiter)
