@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -265,18 +266,31 @@ def test_an_idempotent_run_whose_claim_swallowed_its_cancel_still_stops(
     assert runs == (1 if role == "claimant" else 0)  # only the next delivery's run
 
 
-@pytest.mark.parametrize("kind", ["idempotent", "sink"])
+@pytest.mark.parametrize("kind", ["idempotent", "claimant", "sink"])
 def test_every_cancelled_duplicate_and_sink_run_ends(
     standalone: Target, kind: str, tmp_path: Any
 ) -> None:
     """100 cancels at random moments of an Idempotent duplicate waiting for the claimant
-    (which runs for the whole test), or of OrderSink.run() with nothing to save."""
+    (which runs for the whole test), of a claimant whose handler never returns (its claim
+    must be given up at once: the next delivery runs it), or of OrderSink.run() with
+    nothing to save."""
     rng = random.Random(13)
 
     async def body() -> list[int]:
         client, other = standalone.aio(), standalone.aio()
         stop = asyncio.Event()
         try:
+            if kind == "claimant":
+                claimant = seawall.aio.Idempotent(client, "cancel-claim", lease=60)
+                next_delivery = seawall.aio.Idempotent(other, "cancel-claim", lease=60)
+
+                async def delivered_again(n: int) -> None:
+                    async with asyncio.timeout(BOUND):  # not the lease's 60 s
+                        assert await next_delivery.run(f"m{n}", lambda: "ran") == "ran"
+
+                return await cancelled_at_random(
+                    lambda n: claimant.run(f"m{n}", stop.wait), rng, delivered_again
+                )
             if kind == "idempotent":
                 running = asyncio.Event()
 
@@ -309,10 +323,11 @@ def test_every_cancelled_duplicate_and_sink_run_ends(
     assert late == [], f"{kind}: cancelled runs {late} of {ROUNDS} went on"
 
 
-@pytest.mark.parametrize("call", ["aget_or_set", "abegin_load"])
+@pytest.mark.parametrize("call", ["aget_or_set", "aget_or_set loads", "abegin_load"])
 def test_every_cancelled_django_wait_ends(standalone: Target, call: str) -> None:
     """100 cancels at random moments of seawall.django's asyncio waits for a lease another
-    caller holds for the whole test (a callable, or a page being rendered)."""
+    caller holds for the whole test (a callable, or a page being rendered), and of callers
+    whose callable never returns (their lease must go back at once)."""
     djangoworkers.setup("redis://unused", "django.core.cache.backends.locmem.LocMemCache")
     from seawall.django import RedisCache
 
@@ -328,6 +343,15 @@ def test_every_cancelled_django_wait_ends(standalone: Target, call: str) -> None
             await stop.wait()
             return "made"
 
+        if call == "aget_or_set loads":
+
+            async def made_elsewhere(n: int) -> None:
+                async with asyncio.timeout(BOUND):  # not the lease's 60 s
+                    assert await holder.aget_or_set(f"v{n}", lambda: "made") == "made"
+
+            return await cancelled_at_random(
+                lambda n: reader.aget_or_set(f"v{n}", forever), rng, made_elsewhere
+            )
         held = None
         if call == "abegin_load":
             assert await holder.abegin_load("page") is not None
@@ -345,3 +369,62 @@ def test_every_cancelled_django_wait_ends(standalone: Target, call: str) -> None
 
     late = asyncio.run(body())
     assert late == [], f"{call}: cancelled waits {late} of {ROUNDS} went on"
+
+
+@pytest.mark.parametrize("api", ["cache", "django", "idempotent"])
+def test_a_caller_cancelled_after_the_server_granted_its_lease_gives_it_back(
+    seawall_url: str, api: str
+) -> None:
+    """Found by a fresh-clone run of the random rounds above: the cancel came after the
+    server had run the script that elects the caller to load (or claim), before its reply
+    was read. The caller never knew it held the lease, and the next caller waited for it
+    (60 s here). Now the caller gives back whatever its token may hold."""
+    djangoworkers.setup("redis://unused", "django.core.cache.backends.locmem.LocMemCache")
+    from seawall.django import RedisCache
+
+    async def body() -> tuple[float, bool, str]:
+        other = redis.asyncio.Redis.from_url(seawall_url)
+        client = SwallowingClient.from_url(seawall_url)
+        client.late_reply = True
+        never = asyncio.Event()
+
+        async def stuck() -> str:
+            await never.wait()
+            return "never"
+
+        if api == "cache":
+            mine = seawall.aio.Cache(client, "granted", ttl=60, lease=60)
+            theirs = seawall.aio.Cache(other, "granted", ttl=60, lease=60)
+            # Its scripts loaded by SHA first: the armed call must be the real script.
+            assert await mine.get_or_load("warm", lambda: "w") == "w"
+            start: Any = lambda: mine.get_or_load("k", stuck)  # noqa: E731
+            after: Any = lambda: theirs.get_or_load("k", lambda: "next")  # noqa: E731
+        elif api == "django":
+            mine_django = RedisCache(seawall_url, {"OPTIONS": {"lease": 60.0}})
+            theirs_django = RedisCache(seawall_url, {"OPTIONS": {"lease": 60.0}})
+            mine_django._astore().client = client
+            assert await mine_django.aget_or_set("warm", lambda: "w") == "w"
+            start = lambda: mine_django.aget_or_set("k", stuck)  # noqa: E731
+            after = lambda: theirs_django.aget_or_set("k", lambda: "next")  # noqa: E731
+        else:
+            mine_once = seawall.aio.Idempotent(client, "granted", lease=60)
+            theirs_once = seawall.aio.Idempotent(other, "granted", lease=60)
+            assert await mine_once.run("warm", lambda: "w") == "w"
+            start = lambda: mine_once.run("m", stuck)  # noqa: E731
+            after = lambda: theirs_once.run("m", lambda: "next")  # noqa: E731
+        took, cancelled = await cancelled_in(client, "EVALSHA", start, BOUND + 5)
+        began = time.monotonic()
+        try:
+            async with asyncio.timeout(BOUND + 5):
+                answer = await after()
+        finally:
+            waited = time.monotonic() - began
+            await client.aclose()
+            await other.aclose()
+        assert took < BOUND
+        return waited, cancelled, answer
+
+    waited, cancelled, answer = asyncio.run(body())
+    assert cancelled
+    assert answer == "next"
+    assert waited < BOUND, f"{api}: the next caller waited {waited:.1f} s for a lease nobody held"

@@ -557,6 +557,13 @@ def stop_if_cancelled() -> None:
     """The sync twin: a caller's thread cannot be cancelled, so nothing to do."""
 
 
+# What a caller's cancellation raises, for `except async_cancelled_errors:` around a call
+# that may take something on the server (a lease, a claim) to be given back if the caller
+# is cancelled mid-flight. The sync twin's is empty: a thread cannot be cancelled.
+async_cancelled_errors: tuple[type[BaseException], ...] = (asyncio.CancelledError,)
+cancelled_errors: tuple[type[BaseException], ...] = ()
+
+
 async def async_in_own_task(call: Callable[[], Awaitable[T]]) -> T:
     """Await `call()` in a task of its own, so that cancelling the caller ends the caller
     at once. For a blocking command (BLPOP): redis-py's read may swallow a cancellation,

@@ -27,6 +27,8 @@ from seawall.shared import _concurrency, _tokens
 from seawall.shared._concurrency import (
     async_background,
     async_call_loader,
+    async_cancelled_errors,
+    async_spawn,
     async_stop_if_cancelled,
 )
 
@@ -320,7 +322,17 @@ class AsyncCacheBulk(AsyncCacheWrites):
         calls: list[Call] = [(_FETCH, keys.all, args) for keys in entries]
         replies: list[Any] = []
         for start in range(0, len(calls), BATCH):
-            replies.extend(await self._calls(calls[start : start + BATCH], guarded=True))
+            try:
+                replies.extend(await self._calls(calls[start : start + BATCH], guarded=True))
+            except async_cancelled_errors:
+                # As get_or_load's fetch: leases this batch may have taken go back.
+                for keys in entries[: start + BATCH]:
+                    async_spawn(
+                        functools.partial(self._give_back, keys, token),
+                        f"giving back the load lease of cache key {keys.value!r}",
+                        cleanup=True,
+                    )
+                raise
         return replies
 
     def _value_of(self, raw: Any, text: str) -> Any:

@@ -28,6 +28,8 @@ from seawall.shared import _concurrency, _tokens
 from seawall.shared._concurrency import (
     background,
     call_loader,
+    cancelled_errors,
+    spawn,
     stop_if_cancelled,
 )
 
@@ -319,7 +321,17 @@ class CacheBulk(CacheWrites):
         calls: list[Call] = [(_FETCH, keys.all, args) for keys in entries]
         replies: list[Any] = []
         for start in range(0, len(calls), BATCH):
-            replies.extend(self._calls(calls[start : start + BATCH], guarded=True))
+            try:
+                replies.extend(self._calls(calls[start : start + BATCH], guarded=True))
+            except cancelled_errors:
+                # As get_or_load's fetch: leases this batch may have taken go back.
+                for keys in entries[: start + BATCH]:
+                    spawn(
+                        functools.partial(self._give_back, keys, token),
+                        f"giving back the load lease of cache key {keys.value!r}",
+                        cleanup=True,
+                    )
+                raise
         return replies
 
     def _value_of(self, raw: Any, text: str) -> Any:

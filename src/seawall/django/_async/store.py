@@ -15,6 +15,7 @@ delete cannot write its older value after it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -31,7 +32,9 @@ from seawall.shared._async.scripts import run_script
 from seawall.shared._concurrency import (
     AsyncEvent,
     async_call_loader,
+    async_cancelled_errors,
     async_scope,
+    async_spawn,
     async_stop_if_cancelled,
 )
 from seawall.shared._validate import AsyncClient
@@ -288,11 +291,8 @@ class AsyncRedisStore:
             # after it is not missed.
             watch = waker.watch(lease)
             try:
-                reply = await run_script(
-                    self.client,
-                    _LOAD,
-                    [*keys, *stale],
-                    [token, self.lease_ms, waker.id if listening else ""],
+                reply = await self._lease_script(
+                    key, token, [*keys, *stale], waker.id if listening else ""
                 )
                 code = int(reply[0])
                 if code in (1, 4):  # the value, or the stale copy while another loads
@@ -342,9 +342,7 @@ class AsyncRedisStore:
         listening = waker.ready or await waker.start(LISTENER_START)
         watch = waker.watch(lease)
         try:
-            reply = await run_script(
-                self.client, _LOAD, keys, [token, self.lease_ms, waker.id if listening else ""]
-            )
+            reply = await self._lease_script(key, token, list(keys), waker.id if listening else "")
             code = int(reply[0])
             if code == 2:
                 return token
@@ -362,6 +360,20 @@ class AsyncRedisStore:
             return None
         finally:
             waker.unwatch(lease, watch)
+
+    async def _lease_script(self, key: str, token: str, keys: list[str], waiter: str) -> Any:
+        """The lease script: the value, or the lease taken under `token`, or a wait."""
+        try:
+            return await run_script(self.client, _LOAD, keys, [token, self.lease_ms, waiter])
+        except async_cancelled_errors:
+            # Cancelled mid-flight: the script may have granted the lease to `token`. Give
+            # it back (a no-op if not), or the other callers wait out the lease.
+            async_spawn(
+                functools.partial(self.end_load, key, token),
+                f"giving back the lease of cache key {key!r}",
+                cleanup=True,
+            )
+            raise
 
     async def end_load(self, key: str, token: str) -> None:
         """Give back the lease begin_load() took and wake the callers waiting for it

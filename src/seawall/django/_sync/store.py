@@ -16,6 +16,7 @@ delete cannot write its older value after it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -32,7 +33,9 @@ from seawall.shared._sync.scripts import run_script
 from seawall.shared._concurrency import (
     Event,
     call_loader,
+    cancelled_errors,
     scope,
+    spawn,
     stop_if_cancelled,
 )
 from seawall.shared._validate import Client
@@ -287,11 +290,8 @@ class RedisStore:
             # after it is not missed.
             watch = waker.watch(lease)
             try:
-                reply = run_script(
-                    self.client,
-                    _LOAD,
-                    [*keys, *stale],
-                    [token, self.lease_ms, waker.id if listening else ""],
+                reply = self._lease_script(
+                    key, token, [*keys, *stale], waker.id if listening else ""
                 )
                 code = int(reply[0])
                 if code in (1, 4):  # the value, or the stale copy while another loads
@@ -341,9 +341,7 @@ class RedisStore:
         listening = waker.ready or waker.start(LISTENER_START)
         watch = waker.watch(lease)
         try:
-            reply = run_script(
-                self.client, _LOAD, keys, [token, self.lease_ms, waker.id if listening else ""]
-            )
+            reply = self._lease_script(key, token, list(keys), waker.id if listening else "")
             code = int(reply[0])
             if code == 2:
                 return token
@@ -361,6 +359,20 @@ class RedisStore:
             return None
         finally:
             waker.unwatch(lease, watch)
+
+    def _lease_script(self, key: str, token: str, keys: list[str], waiter: str) -> Any:
+        """The lease script: the value, or the lease taken under `token`, or a wait."""
+        try:
+            return run_script(self.client, _LOAD, keys, [token, self.lease_ms, waiter])
+        except cancelled_errors:
+            # Cancelled mid-flight: the script may have granted the lease to `token`. Give
+            # it back (a no-op if not), or the other callers wait out the lease.
+            spawn(
+                functools.partial(self.end_load, key, token),
+                f"giving back the lease of cache key {key!r}",
+                cleanup=True,
+            )
+            raise
 
     def end_load(self, key: str, token: str) -> None:
         """Give back the lease begin_load() took and wake the callers waiting for it
