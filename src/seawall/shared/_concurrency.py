@@ -557,11 +557,23 @@ def stop_if_cancelled() -> None:
     """The sync twin: a caller's thread cannot be cancelled, so nothing to do."""
 
 
-# What a caller's cancellation raises, for `except async_cancelled_errors:` around a call
-# that may take something on the server (a lease, a claim) to be given back if the caller
-# is cancelled mid-flight. The sync twin's is empty: a thread cannot be cancelled.
-async_cancelled_errors: tuple[type[BaseException], ...] = (asyncio.CancelledError,)
-cancelled_errors: tuple[type[BaseException], ...] = ()
+async def async_giving_back(
+    call: Awaitable[T], give_back: Callable[[], Awaitable[Any]], what: str
+) -> T:
+    """`await call`, a script that may take something on the server for the caller (a load
+    lease, a claim). Cancelled mid-flight, the caller never learns whether it got it, so
+    `give_back()` runs in the background (it must be a no-op where nothing was taken), or
+    the others wait until it expires."""
+    try:
+        return await call
+    except asyncio.CancelledError:
+        async_spawn(give_back, what, cleanup=True)
+        raise
+
+
+def giving_back(call: T, give_back: Callable[[], Any], what: str) -> T:
+    """The sync twin: `call` is the script's answer already; a thread cannot be cancelled."""
+    return call
 
 
 async def async_in_own_task(call: Callable[[], Awaitable[T]]) -> T:

@@ -32,8 +32,8 @@ from seawall.shared._concurrency import (
     AsyncEvent,
     async_background,
     async_call_loader,
-    async_cancelled_errors,
     async_detach,
+    async_giving_back,
     async_scope,
     async_sleep,
     async_spawn,
@@ -158,19 +158,11 @@ class AsyncCacheCore(AsyncCacheGenerations):
         return cached[1]
 
     async def _fetch(self, keys: CacheKeys, token: str, waiter: str, early: bool) -> Any:
-        try:
-            return await self._redis(
-                _FETCH, keys.all, (token, ms(self.lease), waiter, "1" if early else "")
-            )
-        except async_cancelled_errors:
-            # Cancelled mid-flight: the script may have granted the load lease to `token`.
-            # Give it back (a no-op if not), or callers elsewhere wait out the lease.
-            async_spawn(
-                functools.partial(self._give_back, keys, token),
-                f"giving back the load lease of cache key {keys.value!r}",
-                cleanup=True,
-            )
-            raise
+        return await async_giving_back(
+            self._redis(_FETCH, keys.all, (token, ms(self.lease), waiter, "1" if early else "")),
+            functools.partial(self._give_back, keys, token),
+            "giving back a cache load lease",
+        )
 
     async def _fetch_within(
         self,

@@ -28,8 +28,7 @@ from seawall.shared import _concurrency, _tokens
 from seawall.shared._concurrency import (
     background,
     call_loader,
-    cancelled_errors,
-    spawn,
+    giving_back,
     stop_if_cancelled,
 )
 
@@ -321,18 +320,15 @@ class CacheBulk(CacheWrites):
         calls: list[Call] = [(_FETCH, keys.all, args) for keys in entries]
         replies: list[Any] = []
         for start in range(0, len(calls), BATCH):
-            try:
-                replies.extend(self._calls(calls[start : start + BATCH], guarded=True))
-            except cancelled_errors:
-                # As get_or_load's fetch: leases this batch may have taken go back.
-                for keys in entries[: start + BATCH]:
-                    spawn(
-                        functools.partial(self._give_back, keys, token),
-                        f"giving back the load lease of cache key {keys.value!r}",
-                        cleanup=True,
-                    )
-                raise
+            # As get_or_load's fetch; the leases of the batches before are given back too.
+            batch = self._calls(calls[start : start + BATCH], guarded=True)
+            give_back = functools.partial(self._give_back_all, entries[: start + BATCH], token)
+            replies.extend(giving_back(batch, give_back, "giving back cache load leases"))
         return replies
+
+    def _give_back_all(self, entries: list[CacheKeys], token: str) -> None:
+        for keys in entries:
+            self._give_back(keys, token)
 
     def _value_of(self, raw: Any, text: str) -> Any:
         """A stored value (MISSING if none or undecodable; None if cached as absent)."""

@@ -33,8 +33,8 @@ from seawall.shared._concurrency import (
     Event,
     background,
     call_loader,
-    cancelled_errors,
     detach,
+    giving_back,
     scope,
     sleep,
     spawn,
@@ -159,19 +159,11 @@ class CacheCore(CacheGenerations):
         return cached[1]
 
     def _fetch(self, keys: CacheKeys, token: str, waiter: str, early: bool) -> Any:
-        try:
-            return self._redis(
-                _FETCH, keys.all, (token, ms(self.lease), waiter, "1" if early else "")
-            )
-        except cancelled_errors:
-            # Cancelled mid-flight: the script may have granted the load lease to `token`.
-            # Give it back (a no-op if not), or callers elsewhere wait out the lease.
-            spawn(
-                functools.partial(self._give_back, keys, token),
-                f"giving back the load lease of cache key {keys.value!r}",
-                cleanup=True,
-            )
-            raise
+        return giving_back(
+            self._redis(_FETCH, keys.all, (token, ms(self.lease), waiter, "1" if early else "")),
+            functools.partial(self._give_back, keys, token),
+            "giving back a cache load lease",
+        )
 
     def _fetch_within(
         self,

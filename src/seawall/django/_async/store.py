@@ -32,9 +32,8 @@ from seawall.shared._async.scripts import run_script
 from seawall.shared._concurrency import (
     AsyncEvent,
     async_call_loader,
-    async_cancelled_errors,
+    async_giving_back,
     async_scope,
-    async_spawn,
     async_stop_if_cancelled,
 )
 from seawall.shared._validate import AsyncClient
@@ -363,17 +362,11 @@ class AsyncRedisStore:
 
     async def _lease_script(self, key: str, token: str, keys: list[str], waiter: str) -> Any:
         """The lease script: the value, or the lease taken under `token`, or a wait."""
-        try:
-            return await run_script(self.client, _LOAD, keys, [token, self.lease_ms, waiter])
-        except async_cancelled_errors:
-            # Cancelled mid-flight: the script may have granted the lease to `token`. Give
-            # it back (a no-op if not), or the other callers wait out the lease.
-            async_spawn(
-                functools.partial(self.end_load, key, token),
-                f"giving back the lease of cache key {key!r}",
-                cleanup=True,
-            )
-            raise
+        return await async_giving_back(
+            run_script(self.client, _LOAD, keys, [token, self.lease_ms, waiter]),
+            functools.partial(self.end_load, key, token),
+            "giving back a cache lease",
+        )
 
     async def end_load(self, key: str, token: str) -> None:
         """Give back the lease begin_load() took and wake the callers waiting for it

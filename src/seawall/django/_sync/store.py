@@ -33,9 +33,8 @@ from seawall.shared._sync.scripts import run_script
 from seawall.shared._concurrency import (
     Event,
     call_loader,
-    cancelled_errors,
+    giving_back,
     scope,
-    spawn,
     stop_if_cancelled,
 )
 from seawall.shared._validate import Client
@@ -362,17 +361,11 @@ class RedisStore:
 
     def _lease_script(self, key: str, token: str, keys: list[str], waiter: str) -> Any:
         """The lease script: the value, or the lease taken under `token`, or a wait."""
-        try:
-            return run_script(self.client, _LOAD, keys, [token, self.lease_ms, waiter])
-        except cancelled_errors:
-            # Cancelled mid-flight: the script may have granted the lease to `token`. Give
-            # it back (a no-op if not), or the other callers wait out the lease.
-            spawn(
-                functools.partial(self.end_load, key, token),
-                f"giving back the lease of cache key {key!r}",
-                cleanup=True,
-            )
-            raise
+        return giving_back(
+            run_script(self.client, _LOAD, keys, [token, self.lease_ms, waiter]),
+            functools.partial(self.end_load, key, token),
+            "giving back a cache lease",
+        )
 
     def end_load(self, key: str, token: str) -> None:
         """Give back the lease begin_load() took and wake the callers waiting for it

@@ -38,8 +38,8 @@ from seawall.shared import _concurrency, _scripts, _tokens
 from seawall.shared._async.scripts import run_script
 from seawall.shared._bounded import async_execute, async_time_limit, async_until, last_look
 from seawall.shared._concurrency import (
-    async_cancelled_errors,
     async_check_handler,
+    async_giving_back,
     async_in_own_task,
     async_resolve,
     async_spawn,
@@ -131,16 +131,11 @@ class AsyncIdempotent:
             bound = last_look(deadline)
             try:
                 async with async_until(bound):
-                    reply = await run_script(self._client, _CLAIM, (key,), (token, lease_ms))
-            except async_cancelled_errors:
-                # Cancelled mid-flight: the claim may have been granted. Abandon it (a
-                # no-op if not), or the next delivery waits out the lease.
-                async_spawn(
-                    functools.partial(self._abandon_within, _Claim(key, token, message_id)),
-                    f"abandoning the claim on {key!r}",
-                    cleanup=True,
-                )
-                raise
+                    reply = await async_giving_back(
+                        run_script(self._client, _CLAIM, (key,), (token, lease_ms)),
+                        functools.partial(self._abandon_within, _Claim(key, token, message_id)),
+                        "abandoning an Idempotent claim",
+                    )
             except TimeoutError as exc:
                 if bound is None or _concurrency.monotonic() < bound:
                     raise

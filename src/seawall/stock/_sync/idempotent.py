@@ -39,8 +39,8 @@ from seawall.shared import _concurrency, _scripts, _tokens
 from seawall.shared._sync.scripts import run_script
 from seawall.shared._bounded import execute, time_limit, until, last_look
 from seawall.shared._concurrency import (
-    cancelled_errors,
     check_handler,
+    giving_back,
     in_own_task,
     resolve,
     spawn,
@@ -132,16 +132,11 @@ class Idempotent:
             bound = last_look(deadline)
             try:
                 with until(bound):
-                    reply = run_script(self._client, _CLAIM, (key,), (token, lease_ms))
-            except cancelled_errors:
-                # Cancelled mid-flight: the claim may have been granted. Abandon it (a
-                # no-op if not), or the next delivery waits out the lease.
-                spawn(
-                    functools.partial(self._abandon_within, _Claim(key, token, message_id)),
-                    f"abandoning the claim on {key!r}",
-                    cleanup=True,
-                )
-                raise
+                    reply = giving_back(
+                        run_script(self._client, _CLAIM, (key,), (token, lease_ms)),
+                        functools.partial(self._abandon_within, _Claim(key, token, message_id)),
+                        "abandoning an Idempotent claim",
+                    )
             except TimeoutError as exc:
                 if bound is None or _concurrency.monotonic() < bound:
                     raise
