@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from redis.exceptions import RedisClusterException, RedisError
 
 from seawall.shared._async_event import AsyncEvent as AsyncEvent  # re-exported
+from seawall.shared._fanout import retrieve_outcome
 
 log = logging.getLogger("seawall")
 # A library leaves output to the application: lost leases are reported through on_lost and
@@ -587,16 +588,10 @@ async def async_in_own_task(call: Callable[[], Awaitable[T]]) -> T:
     except BaseException:
         if not task.done():
             task.cancel()
-            task.add_done_callback(_retrieved)
+            task.add_done_callback(retrieve_outcome)
         raise
 
 
 def in_own_task(call: Callable[[], T]) -> T:
     """The sync twin: a thread cannot be cancelled; the call runs here."""
     return call()
-
-
-def _retrieved(task: asyncio.Future[Any]) -> None:
-    # An error of a call its caller left is retrieved, so asyncio does not report it.
-    if not task.cancelled():
-        task.exception()

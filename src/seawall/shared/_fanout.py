@@ -31,7 +31,7 @@ NODE_POOL_SIZE = 16
 NODE_POOL_IDLE_EXIT = 5.0
 
 
-def _retrieve(task: asyncio.Task[Any]) -> None:
+def retrieve_outcome(task: asyncio.Future[Any]) -> None:
     # A call cancelled at its timeout may still end in an error; retrieve it so asyncio
     # does not report it as never retrieved.
     if not task.cancelled():
@@ -50,7 +50,7 @@ async def async_each_node(
         late = [task for task in tasks if not task.done()]
         for task in late:
             task.cancel()
-            task.add_done_callback(_retrieve)
+            task.add_done_callback(retrieve_outcome)
     results: list[Any] = []
     for task in tasks:
         if task in late or task.cancelled():
