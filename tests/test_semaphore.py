@@ -218,8 +218,9 @@ def test_dead_holder_permit_returns_within_ttl(target: Target, world: str) -> No
     try:
         assert parent_end.poll(20), "holder did not acquire"
         _, dead_fence = parent_end.recv()
-        # A live holder keeps renewing its own lease meanwhile.
-        live = seawall.Semaphore(target.sync(), name, value=2, ttl=2 * ttl)
+        # A live holder keeps renewing its own lease meanwhile. Its lease is 3 s, renewed
+        # every second: at 1.2 s (renewed every 0.4 s) a loaded parallel run lost it once.
+        live = seawall.Semaphore(target.sync(), name, value=2, ttl=5 * ttl)
         assert live.acquire(timeout=5)
         # The taker's client is connected (on Cluster: its slot map read) before the kill,
         # so the time measured is the permit's, not a connection's set-up on a busy machine.
