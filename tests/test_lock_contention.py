@@ -23,26 +23,111 @@ RELEASE = _scripts.load("seawall.locks", "lock_release")
 CONTENTION = (20, 100, 5)  # starving, hand-off, throttle (ms), as seawall.Lock passes them
 
 
-def _acquire(r: object, name: str, token: str, waiter: str = "") -> list[object]:
+def _acquire(
+    r: object, name: str, token: str, waiter: str = "", grantable: bool = False
+) -> list[object]:
     k = lock_keys(name)
     return run_script(  # type: ignore[no-any-return]
         r,
         ACQUIRE,
-        (k.key, k.fence, k.waiters, k.throttle, k.queued),
-        (token, 10_000, waiter, 5_000, "", "1" if waiter else ""),
+        (k.key, k.fence, k.waiters, k.throttle, k.queued, k.grants),
+        (token, 10_000, waiter, 5_000, "", "1" if waiter else "", "1" if grantable else ""),
     )
 
 
-def _release(r: object, name: str, token: str, starving_ms: int = CONTENTION[0]) -> int:
+def _release(
+    r: object, name: str, token: str, starving_ms: int = CONTENTION[0], leaving: str = ""
+) -> int:
     k = lock_keys(name)
     return int(
         run_script(
             r,
             RELEASE,
-            (k.key, k.waiters, k.throttle, k.record(token), k.queued),
-            (token, WAKE_PREFIX, starving_ms, *CONTENTION[1:], ""),
+            (k.key, k.waiters, k.throttle, k.record(token), k.queued, k.grants, k.fence),
+            (token, WAKE_PREFIX, starving_ms, *CONTENTION[1:], "", leaving),
         )
     )
+
+
+def _message(pubsub: Any) -> str | None:
+    deadline = time.monotonic() + 2
+    while time.monotonic() < deadline:
+        message = pubsub.get_message(timeout=0.2)
+        if message is not None and message["type"] == "message":
+            return message["data"].decode()  # type: ignore[no-any-return]
+    return None
+
+
+def test_starving_waiter_whose_process_listens_is_granted_the_lock(standalone: Target) -> None:
+    r = standalone.sync()
+    keys = lock_keys("granted")
+    pubsub = r.pubsub()
+    pubsub.subscribe(WAKE_PREFIX + "w1")
+    try:
+        held = _acquire(r, "granted", "holder")
+        assert _acquire(r, "granted", "w1-token", waiter="w1", grantable=True)[0] == 0
+        assert r.hget(keys.grants, "w1") == b"w1-token 10000"
+        time.sleep(0.03)  # w1 is now starving (> 20 ms)
+        assert _release(r, "granted", "holder") == 1
+        # Held by w1's token for w1's ttl, numbered after the holder's hold, and w1 told so.
+        assert r.get(keys.key) == b"w1-token"
+        assert 9_000 < r.pttl(keys.key) <= 10_000
+        fence = int(r.get(keys.fence))
+        assert fence == int(held[1]) + 1  # type: ignore[call-overload]
+        assert _message(pubsub) == f"={fence}:w1-token:{keys.key}"
+        assert not r.exists(keys.grants) and not r.zcard(keys.waiters)
+        # A try by w1 that did not hear the message finds its own token: held, same fence.
+        taken = _acquire(r, "granted", "w1-token", waiter="w1", grantable=True)
+        assert taken[:2] == [1, fence] and 9_000 < int(taken[2]) <= 10_000  # type: ignore[call-overload]
+        assert _acquire(r, "granted", "barger")[0] == 0
+    finally:
+        pubsub.close()
+
+
+def test_a_grant_nobody_hears_is_undone_and_the_next_waiter_woken(standalone: Target) -> None:
+    r = standalone.sync()
+    keys = lock_keys("unheard")
+    pubsub = r.pubsub()
+    pubsub.subscribe(WAKE_PREFIX + "w2")  # w1's process is gone: nobody listens for it
+    try:
+        assert _acquire(r, "unheard", "holder")[0] == 1
+        assert _acquire(r, "unheard", "w1-token", waiter="w1", grantable=True)[0] == 0
+        time.sleep(0.002)
+        assert _acquire(r, "unheard", "w2-token", waiter="w2", grantable=True)[0] == 0
+        time.sleep(0.03)
+        assert _release(r, "unheard", "holder") == 1
+        assert not r.exists(keys.key)  # free at once, not reserved for the dead process
+        assert _message(pubsub) == keys.key  # w2 woken to try
+        assert _acquire(r, "unheard", "w2-token", waiter="w2", grantable=True)[0] == 1
+    finally:
+        pubsub.close()
+
+
+def test_a_waiter_leaving_drops_its_registration_or_gives_back_its_grant(
+    standalone: Target,
+) -> None:
+    r = standalone.sync()
+    keys = lock_keys("leaving")
+    assert _acquire(r, "leaving", "holder")[0] == 1
+    assert _acquire(r, "leaving", "w1-token", waiter="w1", grantable=True)[0] == 0
+    # Leaving before any grant: the registration goes, so a release cannot grant to it.
+    assert _release(r, "leaving", "w1-token", leaving="w1") == 0
+    assert not r.hexists(keys.grants, "w1")
+    # A registration that names another token (the process's next head) stays.
+    assert _acquire(r, "leaving", "w1-next", waiter="w1", grantable=True)[0] == 0
+    assert _release(r, "leaving", "w1-token", leaving="w1") == 0
+    assert r.hget(keys.grants, "w1") == b"w1-next 10000"
+    # Leaving after a grant: the release gives the lock back.
+    pubsub = r.pubsub()
+    pubsub.subscribe(WAKE_PREFIX + "w1")
+    try:
+        time.sleep(0.03)
+        assert _release(r, "leaving", "holder") == 1
+        assert r.get(keys.key) == b"w1-next"
+        assert _release(r, "leaving", "w1-next", leaving="w1") == 1
+        assert not r.exists(keys.key)
+    finally:
+        pubsub.close()
 
 
 def test_starving_waiter_gets_a_reservation_only_it_can_take(standalone: Target) -> None:

@@ -51,6 +51,7 @@ class LockKeys:
     waiters: str  # zset of waiting processes' ids, oldest first; gone when nobody waits
     throttle: str  # short-lived marker: a waiter was woken moments ago
     queued: str  # marker set with every queueing: absent, a release skips the queue
+    grants: str  # hash: waiting process's id -> its waiting head's token and ttl
     released: str  # prefix of release records: a replayed release finds its token's
 
     def record(self, token: str) -> str:
@@ -70,6 +71,7 @@ def lock_keys_of(key: str) -> LockKeys:
         waiters=f"{key}:waiters",
         throttle=f"{key}:woken",
         queued=f"{key}:queued",
+        grants=f"{key}:grants",
         released=f"{key}:released",
     )
 

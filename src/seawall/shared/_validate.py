@@ -44,6 +44,11 @@ def decodes_responses(client: Client | AsyncClient) -> bool:
     return bool(client.get_encoder().decode_responses)
 
 
+def is_cluster(client: Any) -> bool:
+    """Whether `client` is a Redis Cluster client (sync or asyncio)."""
+    return isinstance(client, (redis.cluster.RedisCluster, redis.asyncio.cluster.RedisCluster))
+
+
 def check_client(client: Any, what: str) -> Client:
     _refuse_pipeline(client, what)
     if isinstance(client, _SYNC):

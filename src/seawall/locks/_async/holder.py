@@ -280,11 +280,24 @@ class AsyncLeaseHolder(AsyncHolder):
                 )
                 raise
             raise policy.error(replicated_what, self.name, acked)
-        hold = Hold(token, int(reply[1]), me, self.ttl, _lease.lease_deadline(sent, self.ttl))
+        # A third element: the key already held this token (a replay, or a grant made
+        # while the caller waited), with that much of its lease left.
+        left = int(reply[2]) / 1000 if len(reply) > 2 and int(reply[2]) >= 0 else None
+        self._hold(token, int(reply[1]), me, sent, left)
+        return None
+
+    def _hold(
+        self, token: str, fence: int, me: object, sent: float, left: float | None = None
+    ) -> None:
+        """Note a hold granted by a command sent at `sent` (monotonic), and renew it.
+        `left`: what was left of its lease when the server answered, if less than the
+        ttl (the hold is then renewed at once)."""
+        lease = self.ttl if left is None else min(left, self.ttl)
+        hold = Hold(token, fence, me, self.ttl, _lease.lease_deadline(sent, lease))
         self._table.add(hold)
         if self._renew_leases:
-            self._get_renewer().add(self, hold, _lease.renew_at(sent, self.ttl))
-        return None
+            renew = _lease.renew_at(sent, self.ttl) if lease == self.ttl else sent
+            self._get_renewer().add(self, hold, renew)
 
     async def release(self) -> None:
         """Give back the caller's newest hold; LockNotOwnedError if the caller holds none
@@ -318,9 +331,13 @@ class AsyncLeaseHolder(AsyncHolder):
             raise self._not_held("extend")
         await self._extend_hold(hold, hold.ttl if seconds is None else seconds, add)
 
-    def _release_later(self, token: str, what: str) -> None:
+    def _release_later(
+        self, token: str, what: str, release_token: Callable[[], Any] | None = None
+    ) -> None:
         """Release `token` in the background (never in the caller's time: its server may
-        be frozen), trying for at most the ttl: by then its lease has run out anyway."""
+        be frozen), trying for at most the ttl: by then its lease has run out anyway.
+        `release_token`: the call that releases it, if not `_release_token(token)`."""
+        call = release_token or functools.partial(self._release_token, token)
 
         async def release() -> None:
             give_up = _concurrency.monotonic() + self.ttl
@@ -328,7 +345,7 @@ class AsyncLeaseHolder(AsyncHolder):
             while True:
                 try:
                     async with async_until(give_up):
-                        await self._release_token(token)
+                        await call()
                     return
                 except Exception:
                     # A release is idempotent: try again until the lease is over. A sync

@@ -21,6 +21,7 @@ from seawall.shared._validate import (
     check_name,
     check_seconds,
     check_timeout,
+    is_cluster,
 )
 
 _ACQUIRE = _scripts.load("seawall.locks", "lock_acquire")
@@ -35,6 +36,20 @@ QUEUE_TTL_MS = 5_000
 
 # Release script arguments: starving threshold, hand-off reservation, wake-up throttle (ms).
 _CONTENTION = (ms(_lease.STARVING), ms(_lease.HANDOFF), ms(_lease.WAKE_THROTTLE))
+
+
+class _Waiting:
+    """What a blocking acquire notes of its tries while it waits for its turn's end."""
+
+    __slots__ = ("acquired", "id", "place", "registered", "sent")
+
+    def __init__(self) -> None:
+        self.sent = 0.0  # when its last try was sent (monotonic)
+        self.place = ""  # its process's place in the lock's queue, kept across tries
+        # Whether a try registered it to be granted the lock, under which waiter id.
+        self.registered = False
+        self.id = ""
+        self.acquired = False
 
 
 class AsyncLock(AsyncLeaseHolder):
@@ -76,6 +91,11 @@ class AsyncLock(AsyncLeaseHolder):
         self._renew_leases = bool(renew)
         self._on_lost = on_lost
         self._replication = replica_policy(replicas, replica_timeout, f"lock {name!r}")
+        # Whether a release may grant the lock to this object's waiting head outright (see
+        # lock_release.lua): not with `replicas=` (a grant is not waited on), nor on
+        # Cluster, where a script's PUBLISH cannot tell whether the waiter's process,
+        # listening on another node, heard it.
+        self._grantable = self._replication is None and not is_cluster(self._client)
         self._keys = lock_keys_of(tagged(self._KIND, name))
         self._ttl_ms = ms(self.ttl)
         self._table = HoldTable()
@@ -119,88 +139,141 @@ class AsyncLock(AsyncLeaseHolder):
         )
         if done is not None:
             return done
-        outcome: tuple[int, str] | None
-        async with self._get_waker().turn(self._keys.key, claimed) as turn:
-            promoted = not turn.first
-            if not await turn.wait_turn(left_until(deadline)):
-                return False
-            place = ""  # this process's place in the lock's queue, kept across tries
-            # A head promoted from the local queue may have inherited a wake-up that its
-            # predecessor used; like a woken waiter it looks again after the throttle.
-            woken = promoted
-            if promoted:
-                missed = None  # others tried since: look again
-            made: Made | None = None  # a try the waker's listener made for this waiter
-            while True:
-                waiter_id = turn.waiter_id
-                if made is not None:
-                    ok, answer = made
-                    made = None
-                    if not ok:
-                        if isinstance(answer, TimeoutError):
-                            return False  # no reply by the deadline, as below
-                        raise answer
-                    outcome = answer
-                elif missed is not None and waiter_id is None:
-                    # The claim's try was this turn's first try (unqueued, as it would be
-                    # here): go on from its answer.
-                    outcome, missed = missed, None
-                else:
-                    missed = None
-                    if turn.rearm():
-                        # Woken after the last wait ran out (or while it was ending): this
-                        # try answers that wake-up, and if it fails the release that woke
-                        # us will not wake us again within the throttle: look again after
-                        # it. (Missed, a waiter slept its whole slice once the other
-                        # processes stopped.)
-                        woken = True
-                    # Noted before the try: if it is cancelled in flight, the queue entry
-                    # it may have made is still withdrawn when the last local waiter leaves.
-                    queued = waiter_id is not None and turn.queueing()
-                    try:
-                        outcome = await self._attempt(
-                            token, me, waiter_id or "", place, queued, deadline
-                        )
-                    except TimeoutError:  # no reply by the deadline (a frozen server)
-                        return False
-                if outcome is None:
-                    if waiter_id is not None:
-                        turn.dequeued()
-                    return True
-                holder_pttl, place = outcome
-                remaining = left_until(deadline)
-                if remaining is not None and remaining <= 0:
-                    return False
-                pause = _lease.wait_slice(holder_pttl, remaining)
-                if waiter_id is None:
-                    # Listen first, then try again queued: a release between the failed
-                    # attempt and the queueing would otherwise wake nobody here. No longer
-                    # than the holder's lease: a dead holder's lock is free when it ends,
-                    # however slow the subscription is.
-                    await turn.listen(min(pause, 1.0))
-                    continue
-                if woken:
-                    # Woken but beaten to it: wake-ups are throttled for a moment, so look
-                    # again after that moment rather than wait for one.
-                    pause = min(pause, _lease.WAKE_THROTTLE + 0.001)
-                # The try a wake-up calls for, made by the listener that hears it.
-                attempt = functools.partial(
-                    self._queued_attempt, turn, token, me, waiter_id, place, deadline
-                )
-                abandon = functools.partial(self._abandon, token, me)
-                woken, made = await turn.wait_or_try(pause, attempt, abandon)
+        waiting = _Waiting()
+        try:
+            async with self._get_waker().turn(self._keys.key, claimed) as turn:
+                waiting.acquired = await self._wait(turn, token, me, deadline, missed, waiting)
+                return waiting.acquired
+        finally:
+            if waiting.registered and not waiting.acquired:
+                # A release may have granted the lock to this token meanwhile (or may yet,
+                # until its registration is dropped): give both back.
+                give_back = functools.partial(self._release_token, token, None, waiting.id)
+                self._release_later(token, "cleanup", give_back)
 
-    async def _queued_attempt(
+    async def _wait(
         self,
         turn: AsyncTurn,
         token: str,
         me: object,
+        deadline: float | None,
+        missed: Any,
+        waiting: _Waiting,
+    ) -> bool:
+        """The turn's loop of a blocking acquire: tries, queued, and waits for wake-ups."""
+        outcome: tuple[int, str] | None
+        promoted = not turn.first
+        if not await turn.wait_turn(left_until(deadline)):
+            return False
+        # A head promoted from the local queue may have inherited a wake-up that its
+        # predecessor used; like a woken waiter it looks again after the throttle.
+        woken = promoted
+        if promoted:
+            missed = None  # others tried since: look again
+        made: Made | None = None  # a try the waker's listener made for this waiter
+        grant = (token, functools.partial(self._granted, token, me, waiting))
+        while True:
+            waiter_id = turn.waiter_id
+            if made is not None:
+                ok, answer = made
+                made = None
+                if not ok:
+                    if isinstance(answer, TimeoutError):
+                        return False  # no reply by the deadline, as below
+                    raise answer
+                outcome = answer
+            elif missed is not None and waiter_id is None:
+                # The claim's try was this turn's first try (unqueued, as it would be
+                # here): go on from its answer.
+                outcome, missed = missed, None
+            else:
+                missed = None
+                if turn.rearm():
+                    # Woken after the last wait ran out (or while it was ending): this
+                    # try answers that wake-up, and if it fails the release that woke
+                    # us will not wake us again within the throttle: look again after
+                    # it. (Missed, a waiter slept its whole slice once the other
+                    # processes stopped.)
+                    woken = True
+                # Noted before the try: if it is cancelled in flight, the queue entry
+                # it may have made is still withdrawn when the last local waiter leaves.
+                queued = waiter_id is not None and turn.queueing()
+                try:
+                    outcome = await self._waiting_attempt(
+                        waiting, token, me, waiter_id or "", queued, deadline
+                    )
+                except TimeoutError:  # no reply by the deadline (a frozen server)
+                    return False
+            if outcome is None:
+                if waiter_id is not None:
+                    turn.dequeued()
+                return True
+            holder_pttl, waiting.place = outcome
+            remaining = left_until(deadline)
+            if remaining is not None and remaining <= 0:
+                return False
+            pause = _lease.wait_slice(holder_pttl, remaining)
+            if waiter_id is None:
+                # Listen first, then try again queued: a release between the failed
+                # attempt and the queueing would otherwise wake nobody here. No longer
+                # than the holder's lease: a dead holder's lock is free when it ends,
+                # however slow the subscription is.
+                await turn.listen(min(pause, 1.0))
+                continue
+            if woken:
+                # Woken but beaten to it: wake-ups are throttled for a moment, so look
+                # again after that moment rather than wait for one.
+                pause = min(pause, _lease.WAKE_THROTTLE + 0.001)
+            # The try a wake-up calls for, made by the listener that hears it.
+            attempt = functools.partial(
+                self._queued_attempt, turn, waiting, token, me, waiter_id, deadline
+            )
+            abandon = functools.partial(self._abandon, token, me)
+            woken, made = await turn.wait_or_try(
+                pause, attempt, abandon, grant if waiting.registered else None
+            )
+
+    async def _waiting_attempt(
+        self,
+        waiting: _Waiting,
+        token: str,
+        me: object,
         waiter_id: str,
-        place: str,
+        queued: bool,
         deadline: float | None,
     ) -> tuple[int, str] | None:
-        """A queued try of a waiting head, as the loop of `acquire` makes it."""
-        return await self._attempt(token, me, waiter_id, place, turn.queueing(), deadline)
+        """A try of a waiting head, noted in `waiting` (when it was sent, whether it
+        registered the head to be granted the lock)."""
+        waiting.sent = _concurrency.monotonic()
+        if waiter_id and self._grantable:
+            waiting.registered, waiting.id = True, waiter_id
+        return await self._attempt(token, me, waiter_id, waiting.place, queued, deadline)
+
+    def _granted(
+        self, token: str, me: object, waiting: _Waiting, fence: int
+    ) -> tuple[int, str] | None:
+        """A release granted the lock to `token` while it waited (see lock_release.lua):
+        hold it, as a try that acquired would (None). Its lease began after the waiter's
+        last try was sent (that try found the lock held), so it is counted from then; if
+        that is over already (this process was paused), the waiter tries again instead,
+        and the try finds what is left of it, if anything."""
+        if _concurrency.monotonic() >= _lease.lease_deadline(waiting.sent, self.ttl):
+            return 0, waiting.place
+        self._hold(token, fence, me, waiting.sent)
+        return None
+
+    async def _queued_attempt(
+        self,
+        turn: AsyncTurn,
+        waiting: _Waiting,
+        token: str,
+        me: object,
+        waiter_id: str,
+        deadline: float | None,
+    ) -> tuple[int, str] | None:
+        """A queued try of a waiting head, as the loop of `_wait` makes it."""
+        queued = turn.queueing()
+        return await self._waiting_attempt(waiting, token, me, waiter_id, queued, deadline)
 
     def _abandon(self, token: str, me: object, made: Made) -> None:
         """A try made for a waiter that gave up meanwhile: give back what it was granted."""
@@ -232,8 +305,23 @@ class AsyncLock(AsyncLeaseHolder):
         script_keys: tuple[str, ...]
         args: tuple[Any, ...]
         if waiter_id or queued:
-            script_keys = (keys.key, keys.fence, keys.waiters, keys.throttle, keys.queued)
-            args = (token, self._ttl_ms, waiter_id, QUEUE_TTL_MS, place, "1" if queued else "")
+            script_keys = (
+                keys.key,
+                keys.fence,
+                keys.waiters,
+                keys.throttle,
+                keys.queued,
+                keys.grants,
+            )
+            args = (
+                token,
+                self._ttl_ms,
+                waiter_id,
+                QUEUE_TTL_MS,
+                place,
+                "1" if queued else "",
+                "1" if self._grantable else "",
+            )
         else:  # a try that cannot touch the queue (see lock_acquire.lua)
             script_keys, args = (keys.key, keys.fence), (token, self._ttl_ms)
         reply = await self._try_acquire(
@@ -243,13 +331,26 @@ class AsyncLock(AsyncLeaseHolder):
             return None
         return int(reply[1]), _scripts.reply_text(reply[2])
 
-    async def _release_token(self, token: str, lease_left: float | None = None) -> int:
+    async def _release_token(
+        self, token: str, lease_left: float | None = None, waiter_id: str = ""
+    ) -> int:
+        """See LeaseHolder; `waiter_id`: also drop that process's registration to be
+        granted the lock if it names `token` (a waiter giving up: see `acquire`)."""
         keys = self._keys
+        memory = _lease.release_memory_ms(lease_left)
         reply = await run_script(
             self._client,
             _RELEASE,
-            (keys.key, keys.waiters, keys.throttle, keys.record(token), keys.queued),
-            (token, WAKE_PREFIX, *_CONTENTION, _lease.release_memory_ms(lease_left)),
+            (
+                keys.key,
+                keys.waiters,
+                keys.throttle,
+                keys.record(token),
+                keys.queued,
+                keys.grants,
+                keys.fence,
+            ),
+            (token, WAKE_PREFIX, *_CONTENTION, memory, waiter_id),
         )
         return int(reply)
 

@@ -9,7 +9,9 @@ own channel; its waker makes the local head's next try at once, from the listene
 heard it, and wakes the head with the answer (a lock's head waits with that try ready:
 `AsyncTurn.wait_or_try`), so a hand-over waits for no thread to be scheduled before its
 request leaves. One process is woken per release, so contended locks cost no herd of
-failing attempts.
+failing attempts. A lock released to a starving waiter is granted to it outright (see
+lock_release.lua): the message names the head's token and fence, and the listener hands
+the head its hold with no try at all.
 
 Semaphores queue the same way under their own keys (a release wakes as many processes as
 there are free permits); `_OTHER_QUEUES` says how a process leaves their queues.
@@ -76,7 +78,7 @@ Made = tuple[bool, Any]
 class _Waiter:
     """One blocked acquire. Events are made only when needed: most acquires never wait."""
 
-    __slots__ = ("abandon", "attempt", "made", "signal", "trying", "turn")
+    __slots__ = ("abandon", "attempt", "grant", "made", "signal", "token", "trying", "turn")
 
     def __init__(self) -> None:
         self.turn: AsyncEvent | None = None  # set when this waiter becomes the head
@@ -87,6 +89,10 @@ class _Waiter:
         self.made: Made | None = None  # its outcome, until the waiter takes it
         # Set when the waiter gave up during the try: the listener gives back its grant.
         self.abandon: Callable[[Made], None] | None = None
+        # A lock's head that may be granted the lock: its token, and while it waits in
+        # wait_or_try, what takes the hold a release granted it (given the fence).
+        self.token: str | None = None
+        self.grant: Callable[[int], Any] | None = None
 
 
 class AsyncTurn:
@@ -167,7 +173,11 @@ class AsyncTurn:
         return await self._waker._signal_of(self._waiter).wait(timeout)
 
     async def wait_or_try(
-        self, timeout: float, attempt: Callable[[], Any], abandon: Callable[[Made], None]
+        self,
+        timeout: float,
+        attempt: Callable[[], Any],
+        abandon: Callable[[Made], None],
+        grant: tuple[str, Callable[[int], Any]] | None = None,
     ) -> tuple[bool, Made | None]:
         """`wait_signal`, with the try a wake-up calls for made by the listener that hears
         it: (woken, made), `made` None when the waiter must try itself.
@@ -180,16 +190,22 @@ class AsyncTurn:
         when the wait ends is waited for (it ends by the acquire's deadline). If the
         waiter is interrupted meanwhile, `abandon(made)` gives back what the try was
         granted, by whichever side sees the outcome first.
+
+        `grant` (a lock's head): its token, and what takes the hold when a release grants
+        the lock to that token (see `AsyncWaker._on_grant`): the listener then calls it
+        instead of the try, and wakes the waiter with its answer the same way.
         """
         waker, waiter = self._waker, self._waiter
         signal = waker._signal_of(waiter)
         with waker._mutex:
             waiter.attempt = attempt
+            if grant is not None:
+                waiter.token, waiter.grant = grant
         try:
             woken = await signal.wait(timeout)
             while True:
                 with waker._mutex:
-                    waiter.attempt = None
+                    waiter.attempt = waiter.grant = None
                     if not waiter.trying:
                         made, waiter.made = waiter.made, None
                         if made is not None:
@@ -199,7 +215,7 @@ class AsyncTurn:
                 woken = True
         except BaseException:
             with waker._mutex:
-                waiter.attempt = None
+                waiter.attempt = waiter.grant = None
                 made, waiter.made = waiter.made, None
                 if waiter.trying:
                     waiter.abandon = abandon
@@ -318,7 +334,7 @@ class AsyncWaker:
             head = queue[0] if queue else None
             if head is None or head.attempt is None:
                 return None
-            attempt, head.attempt = head.attempt, None
+            attempt, head.attempt, head.grant = head.attempt, None, None
             head.trying = True
             return key, head, attempt
 
@@ -338,6 +354,34 @@ class AsyncWaker:
             self._tried(head, (False, stopped))
             raise
         self._tried(head, made)
+
+    def _on_grant(self, message: str) -> bool:
+        """A release granted a lock to a waiter of this process ("=<fence>:<token>:<key>"):
+        give the waiter its hold with no try, or wake it to try (the try finds its own
+        token: lock_acquire.lua). True when a waiter here was woken.
+
+        A waiter that is gone needs nothing from here: it left the queue of the lock with
+        a release of its token (`AsyncLock.acquire`), which gives a grant made before that
+        back, and after which none is made.
+        """
+        fence, token, key = message[1:].split(":", 2)
+        with self._mutex:
+            queue = self._queues.get(key, ())
+            owner = next((waiter for waiter in queue if waiter.token == token), None)
+            if owner is None:
+                return False
+            grant = owner.grant if owner.attempt is not None else None
+            if grant is None:  # trying, or between tries: its next try takes the lock
+                self._signal_locked(owner)
+                return True
+            owner.attempt = owner.grant = None
+            owner.trying = True
+        try:
+            made: Made = (True, grant(int(fence)))
+        except Exception as exc:
+            made = (False, exc)
+        self._tried(owner, made)
+        return True
 
     def _tried(self, head: _Waiter, made: Made) -> None:
         with self._mutex:
@@ -404,6 +448,10 @@ class AsyncWaker:
                 self._wake_all()
         elif kind == "message":
             key = _scripts.reply_text(message["data"])
+            if key.startswith("="):
+                if self._on_grant(key):
+                    await async_sleep(0)  # let the waiter run now (see below)
+                return
             taken = self._take_attempt(key)
             if taken is not None:
                 await self._try_for(*taken)
