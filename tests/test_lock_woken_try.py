@@ -26,6 +26,16 @@ from seawall.locks._sync import lock as lock_module
 from seawall.shared._keys import lock_keys
 
 
+@pytest.fixture(autouse=True)
+def _no_grants(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests pin the woken try: every hand-over on Cluster and with `replicas=`, and
+    after a short hold elsewhere. A long hold or a starving waiter is granted the lock
+    outright where grants can be made (tests/test_lock_grants.py), and these tests, setting
+    the scene, hold for long: their locks are made as on Cluster."""
+    monkeypatch.setattr(lock_module, "is_cluster", lambda client: True)
+    monkeypatch.setattr(async_lock_module, "is_cluster", lambda client: True)
+
+
 def _queued(r: Any, name: str, bound: float = 5.0) -> None:
     """Wait until a process is queued for lock `name` (its waiter has tried once)."""
     waiters = lock_keys(name).waiters

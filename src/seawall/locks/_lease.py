@@ -15,11 +15,17 @@ RENEW_FRACTION = 1 / 3
 MAX_WAIT_SLICE = 2.0
 
 # Contended locks (see lock_release.lua): a waiter queued this long gets the lock
-# handed to it; the hand-off is reserved for that long; plain wake-ups come at most once per
-# WAKE_THROTTLE, and a woken waiter that lost the race looks again after that.
+# handed to it (granted outright where its process can be seen to listen, else reserved
+# for it for HANDOFF); plain wake-ups come at most once per WAKE_THROTTLE, and a woken
+# waiter that lost the race looks again after that.
 STARVING = 0.035
 HANDOFF = 0.100
 WAKE_THROTTLE = 0.010
+# A lock held this long is handed to the waiter that has waited longest as well, however
+# short its wait: the hand-off then costs the lock little beside the hold (while a hold
+# in a tight loop, far shorter, lets the releaser's next acquire barge in, which keeps a
+# busy lock fast), and the waiter is served in turn.
+LONG_HOLD = 0.005
 
 # A release is remembered at least this long (see lock_release.lua), so that a release
 # redis-py retries after a lost reply (its retries back off for seconds) still answers
