@@ -36,12 +36,7 @@ def _acquire(
 
 
 def _release(
-    r: object,
-    name: str,
-    token: str,
-    starving_ms: int = CONTENTION[0],
-    leaving: str = "",
-    long: bool = False,
+    r: object, name: str, token: str, starving_ms: int = CONTENTION[0], leaving: str = ""
 ) -> int:
     k = lock_keys(name)
     return int(
@@ -49,7 +44,7 @@ def _release(
             r,
             RELEASE,
             (k.key, k.waiters, k.throttle, k.record(token), k.queued, k.grants, k.fence),
-            (token, WAKE_PREFIX, starving_ms, *CONTENTION[1:], "", leaving, "1" if long else ""),
+            (token, WAKE_PREFIX, starving_ms, *CONTENTION[1:], "", leaving),
         )
     )
 
@@ -85,27 +80,6 @@ def test_starving_waiter_whose_process_listens_is_granted_the_lock(standalone: T
         taken = _acquire(r, "granted", "w1-token", waiter="w1", grantable=True)
         assert taken[:2] == [1, fence] and 9_000 < int(taken[2]) <= 10_000  # type: ignore[call-overload]
         assert _acquire(r, "granted", "barger")[0] == 0
-    finally:
-        pubsub.close()
-
-
-def test_after_a_long_hold_the_lock_is_granted_to_a_waiter_that_just_queued(
-    standalone: Target,
-) -> None:
-    r = standalone.sync()
-    keys = lock_keys("long-hold")
-    pubsub = r.pubsub()
-    pubsub.subscribe(WAKE_PREFIX + "w1")
-    try:
-        for holder, long in (("short", False), ("long", True)):
-            assert _acquire(r, "long-hold", holder)[0] == 1
-            assert _acquire(r, "long-hold", "w1-token", waiter="w1", grantable=True)[0] == 0
-            assert _release(r, "long-hold", holder, starving_ms=10_000, long=long) == 1
-            if not long:  # a short hold: free for anyone, the head woken to try
-                assert not r.exists(keys.key) and _message(pubsub) == keys.key
-                assert r.hexists(keys.grants, "w1")
-        assert r.get(keys.key) == b"w1-token"
-        assert _message(pubsub).startswith("=")  # type: ignore[union-attr]
     finally:
         pubsub.close()
 

@@ -29,9 +29,9 @@ from seawall.shared._keys import lock_keys
 @pytest.fixture(autouse=True)
 def _no_grants(monkeypatch: pytest.MonkeyPatch) -> None:
     """These tests pin the woken try: every hand-over on Cluster and with `replicas=`, and
-    after a short hold elsewhere. A long hold or a starving waiter is granted the lock
-    outright where grants can be made (tests/test_lock_grants.py), and these tests, setting
-    the scene, hold for long: their locks are made as on Cluster."""
+    to a waiter that has not waited long elsewhere. A starving waiter is granted the lock
+    outright where grants can be made (tests/test_lock_grants.py), and on a loaded machine
+    these tests may take that long to set the scene: their locks are made as on Cluster."""
     monkeypatch.setattr(lock_module, "is_cluster", lambda client: True)
     monkeypatch.setattr(async_lock_module, "is_cluster", lambda client: True)
 

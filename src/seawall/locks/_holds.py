@@ -23,17 +23,7 @@ from seawall.errors import LockError
 class Hold:
     """One acquisition: its token, fence and lease bookkeeping."""
 
-    __slots__ = (
-        "deadline",
-        "depth",
-        "fence",
-        "lost",
-        "owner",
-        "released",
-        "since",
-        "token",
-        "ttl",
-    )
+    __slots__ = ("deadline", "depth", "fence", "lost", "owner", "released", "token", "ttl")
 
     def __init__(self, token: str, fence: int, owner: object, ttl: float, deadline: float) -> None:
         self.token = token
@@ -42,7 +32,6 @@ class Hold:
         self.ttl = ttl
         # Monotonic time by which the lease has surely lapsed (Redlock: its validity ends).
         self.deadline = deadline
-        self.since = deadline - ttl  # when its lease began at the latest (monotonic)
         self.lost = False
         self.released = False
         self.depth = 1  # times the owner holds it (only seawall.RLock enters more than once)

@@ -21,11 +21,6 @@ MAX_WAIT_SLICE = 2.0
 STARVING = 0.035
 HANDOFF = 0.100
 WAKE_THROTTLE = 0.010
-# A lock held this long is handed to the waiter that has waited longest as well, however
-# short its wait: the hand-off then costs the lock little beside the hold (while a hold
-# in a tight loop, far shorter, lets the releaser's next acquire barge in, which keeps a
-# busy lock fast), and the waiter is served in turn.
-LONG_HOLD = 0.005
 
 # A release is remembered at least this long (see lock_release.lua), so that a release
 # redis-py retries after a lost reply (its retries back off for seconds) still answers

@@ -11,8 +11,6 @@
 -- ARGV[6] how long the release record must last (ms), or "" when the lease left will do
 -- ARGV[7] a waiter id, or "": a waiter giving up drops its process's grant registration
 --         if that still names this token, so no later release grants the lock to it
--- ARGV[8] "1" if the hold lasted long (see _lease.LONG_HOLD): hand the lock to the head
---         however short its wait
 -- returns 1 released (now, or by an earlier run of this call), 0 not the owner (lease
 --         lost; nothing is touched)
 --
@@ -20,8 +18,7 @@
 -- lock fast. The process waiting longest is woken, but not again within the throttle
 -- period: a woken waiter that lost the race looks again by itself after that period, and
 -- waking it sooner would only make it try in vain. Once it has waited past
--- the starving threshold (or when the hold was long, so that a hand-off costs the lock
--- little beside it), the lock is handed to it instead, which bounds every wait:
+-- the starving threshold, the lock is handed to it instead, which bounds every wait:
 -- granted outright to its waiting head's token and ttl (registered by its last try) and
 -- numbered, as an acquire would, when its process still listens for wake-ups (the PUBLISH
 -- of the grant reached a subscriber; a process that died has closed its connection), so
@@ -63,7 +60,7 @@ if head[1] == nil then
 end
 local now = redis.call('time')
 local now_ms = now[1] * 1000 + math.floor(now[2] / 1000)
-if ARGV[8] == '1' or now_ms - tonumber(head[2]) >= tonumber(ARGV[3]) then
+if now_ms - tonumber(head[2]) >= tonumber(ARGV[3]) then
   redis.call('zrem', KEYS[2], head[1])
   local left = redis.call('pttl', KEYS[1])
   redis.call('set', KEYS[4], ARGV[1], 'PX', math.max(left, 1))

@@ -360,17 +360,14 @@ class AsyncLeaseHolder(AsyncHolder):
 
         async_spawn(release, f"{what} of {self._label()}", cleanup=True)
 
-    async def _release_hold(self, hold: Hold) -> int:
-        """`_release_token` for the caller's own `hold`, whose bookkeeping says more."""
-        return await self._release_token(hold.token, hold.deadline - _concurrency.monotonic())
-
     async def _give_back(self, hold: Hold) -> None:
         """Release `hold`, which the caller has just marked released with no await before
         (so renewal stops even if this release is cancelled)."""
         if self._renew_leases:
             self._get_renewer().discard(hold)
         try:
-            released = await self._release_hold(hold)
+            lease_left = hold.deadline - _concurrency.monotonic()
+            released = await self._release_token(hold.token, lease_left)
         except BaseException:
             async_background(
                 functools.partial(self._release_token, hold.token),

@@ -331,22 +331,11 @@ class AsyncLock(AsyncLeaseHolder):
             return None
         return int(reply[1]), _scripts.reply_text(reply[2])
 
-    async def _release_hold(self, hold: Hold) -> int:
-        now = _concurrency.monotonic()
-        long = now - hold.since >= _lease.LONG_HOLD
-        return await self._release_token(hold.token, hold.deadline - now, long=long)
-
     async def _release_token(
-        self,
-        token: str,
-        lease_left: float | None = None,
-        waiter_id: str = "",
-        *,
-        long: bool = False,
+        self, token: str, lease_left: float | None = None, waiter_id: str = ""
     ) -> int:
-        """See AsyncLeaseHolder; `waiter_id`: also drop that process's registration to be
-        granted the lock if it names `token` (a waiter giving up: see `acquire`). `long`:
-        the hold lasted `_lease.LONG_HOLD` or more (see lock_release.lua)."""
+        """See LeaseHolder; `waiter_id`: also drop that process's registration to be
+        granted the lock if it names `token` (a waiter giving up: see `acquire`)."""
         keys = self._keys
         memory = _lease.release_memory_ms(lease_left)
         reply = await run_script(
@@ -361,7 +350,7 @@ class AsyncLock(AsyncLeaseHolder):
                 keys.grants,
                 keys.fence,
             ),
-            (token, WAKE_PREFIX, *_CONTENTION, memory, waiter_id, "1" if long else ""),
+            (token, WAKE_PREFIX, *_CONTENTION, memory, waiter_id),
         )
         return int(reply)
 

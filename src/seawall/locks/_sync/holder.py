@@ -357,17 +357,14 @@ class LeaseHolder(Holder):
 
         spawn(release, f"{what} of {self._label()}", cleanup=True)
 
-    def _release_hold(self, hold: Hold) -> int:
-        """`_release_token` for the caller's own `hold`, whose bookkeeping says more."""
-        return self._release_token(hold.token, hold.deadline - _concurrency.monotonic())
-
     def _give_back(self, hold: Hold) -> None:
         """Release `hold`, which the caller has just marked released with no before
         (so renewal stops even if this release is cancelled)."""
         if self._renew_leases:
             self._get_renewer().discard(hold)
         try:
-            released = self._release_hold(hold)
+            lease_left = hold.deadline - _concurrency.monotonic()
+            released = self._release_token(hold.token, lease_left)
         except BaseException:
             background(
                 functools.partial(self._release_token, hold.token),
