@@ -11,6 +11,7 @@
 -- ARGV[6] how long the release record must last (ms), or "" when the lease left will do
 -- ARGV[7] a waiter id, or "": a waiter giving up drops its process's grant registration
 --         if that still names this token, so no later release grants the lock to it
+-- Trailing "" arguments may be left out (fewer to send: a release usually has two).
 -- returns 1 released (now, or by an earlier run of this call), 0 not the owner (lease
 --         lost; nothing is touched)
 --
@@ -33,7 +34,7 @@
 -- queue marker), a release is one MGET and one RENAME.
 redis.replicate_commands()
 local function remember()
-  if ARGV[6] ~= '' then
+  if ARGV[6] and ARGV[6] ~= '' then
     redis.call('pexpire', KEYS[4], ARGV[6])
   end
   return 1

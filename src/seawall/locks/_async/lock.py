@@ -337,7 +337,9 @@ class AsyncLock(AsyncLeaseHolder):
         """See LeaseHolder; `waiter_id`: also drop that process's registration to be
         granted the lock if it names `token` (a waiter giving up: see `acquire`)."""
         keys = self._keys
-        memory = _lease.release_memory_ms(lease_left)
+        args = [token, WAKE_PREFIX, *_CONTENTION, _lease.release_memory_ms(lease_left), waiter_id]
+        while not args[-1]:  # trailing "" may be left out (see lock_release.lua)
+            args.pop()
         reply = await run_script(
             self._client,
             _RELEASE,
@@ -350,7 +352,7 @@ class AsyncLock(AsyncLeaseHolder):
                 keys.grants,
                 keys.fence,
             ),
-            (token, WAKE_PREFIX, *_CONTENTION, memory, waiter_id),
+            args,
         )
         return int(reply)
 
