@@ -72,7 +72,9 @@ def test_lock_acquire_replay_is_granted_with_the_same_fence(standalone: Target) 
         (mine, 30_000, "", 5_000, "", ""),
     )
     assert first[0] == 1
-    assert again == first  # granted, same fence: not a ghost lock held by our own token
+    # Granted, same fence (not a ghost lock held by our own token), with what is left of
+    # the lease the first run set, which the caller then counts on instead of a full one.
+    assert again[:2] == first and 0 < again[2] <= 30_000
     assert r.get(keys.key).decode() == mine
 
 
