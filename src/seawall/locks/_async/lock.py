@@ -334,7 +334,7 @@ class AsyncLock(AsyncLeaseHolder):
     async def _release_token(
         self, token: str, lease_left: float | None = None, waiter_id: str = ""
     ) -> int:
-        """See LeaseHolder; `waiter_id`: also drop that process's registration to be
+        """See AsyncLeaseHolder; `waiter_id`: also drop that process's registration to be
         granted the lock if it names `token` (a waiter giving up: see `acquire`)."""
         keys = self._keys
         args = [token, WAKE_PREFIX, *_CONTENTION, _lease.release_memory_ms(lease_left), waiter_id]
