@@ -84,11 +84,15 @@ def test_starving_waiter_whose_process_listens_is_granted_the_lock(standalone: T
         pubsub.close()
 
 
-def test_a_grant_nobody_hears_is_undone_and_the_next_waiter_woken(standalone: Target) -> None:
+def test_a_waiter_whose_process_is_gone_is_not_granted_the_lock(standalone: Target) -> None:
     r = standalone.sync()
     keys = lock_keys("unheard")
     pubsub = r.pubsub()
     pubsub.subscribe(WAKE_PREFIX + "w2")  # w1's process is gone: nobody listens for it
+    # A tool that listens to every channel (a monitor, a debugging session) would hear a
+    # grant meant for w1: it must not count as w1's process.
+    watcher = r.pubsub()
+    watcher.psubscribe("seawall:*")
     try:
         assert _acquire(r, "unheard", "holder")[0] == 1
         assert _acquire(r, "unheard", "w1-token", waiter="w1", grantable=True)[0] == 0
@@ -99,6 +103,30 @@ def test_a_grant_nobody_hears_is_undone_and_the_next_waiter_woken(standalone: Ta
         assert not r.exists(keys.key)  # free at once, not reserved for the dead process
         assert _message(pubsub) == keys.key  # w2 woken to try
         assert _acquire(r, "unheard", "w2-token", waiter="w2", grantable=True)[0] == 1
+    finally:
+        pubsub.close()
+        watcher.close()
+
+
+def test_a_grant_taken_by_a_try_after_its_fence_counter_was_lost_is_numbered_anew(
+    standalone: Target,
+) -> None:
+    r = standalone.sync()
+    keys = lock_keys("counterless")
+    pubsub = r.pubsub()
+    pubsub.subscribe(WAKE_PREFIX + "w1")
+    try:
+        assert _acquire(r, "counterless", "holder")[0] == 1
+        assert _acquire(r, "counterless", "w1-token", waiter="w1", grantable=True)[0] == 0
+        time.sleep(0.03)
+        assert _release(r, "counterless", "holder") == 1
+        granted = int(r.get(keys.fence))
+        r.delete(keys.fence)  # evicted, or FLUSHALL'd on a replica promoted since
+        # The waiter's try finds its own token: held, with a fence from the clock (above
+        # every fence the lost counter issued), never an answer without one.
+        taken = _acquire(r, "counterless", "w1-token", waiter="w1", grantable=True)
+        assert taken[0] == 1 and int(taken[1]) > granted  # type: ignore[call-overload]
+        assert int(taken[1]) == int(r.get(keys.fence))  # type: ignore[call-overload]
     finally:
         pubsub.close()
 

@@ -232,3 +232,47 @@ def test_a_cancelled_waiter_leaves_nothing_held(
         await r.aclose()
 
     asyncio.run(main())
+
+
+def test_a_wake_up_while_the_listeners_try_is_in_flight_does_not_spin_the_loop(
+    standalone: Target, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """After a reconnect the listener wakes every head, then may take a head's try from a
+    wake-up message before that head ran: the head then waits for the try's end with its
+    signal already set. That wait must wait (it spun, never yielding, so the listener on
+    the same loop never ended the try: the loop stuck at 100% CPU)."""
+    plain = async_lock_module.AsyncLock._queued_attempt
+
+    async def slow(lock: Any, *args: Any) -> Any:
+        await asyncio.sleep(0.3)
+        return await plain(lock, *args)
+
+    monkeypatch.setattr(async_lock_module.AsyncLock, "_queued_attempt", slow)
+    outcome: list[Any] = []
+
+    async def main() -> None:
+        r = standalone.aio()
+        holder = seawall.aio.Lock(r, "spin", ttl=10)
+        waiter = seawall.aio.Lock(r, "spin", ttl=10)
+        assert await holder.acquire()
+        task = asyncio.create_task(waiter.acquire(timeout=10))
+        waker, key = waiter._get_waker(), waiter.key
+        while not (waker._queues.get(key) and waker._queues[key][0].attempt is not None):
+            await asyncio.sleep(0.005)
+        # No await between these: the head has not run since its wait began.
+        waker._wake_all()  # what a reconnect does
+        taken = waker._take_attempt(key)  # what the next wake-up message does
+        assert taken is not None
+        trying = asyncio.create_task(waker._try_for(*taken))
+        await holder.release()
+        outcome.append(await asyncio.wait_for(task, 5))
+        await trying
+        await waiter.release()
+        await r.aclose()
+
+    # In a thread of its own: a spinning loop never yields to a timeout of its own.
+    thread = threading.Thread(target=lambda: asyncio.run(main()), daemon=True)
+    thread.start()
+    thread.join(20)
+    assert not thread.is_alive(), "the event loop spun waiting for the listener's try"
+    assert outcome == [True]

@@ -21,10 +21,11 @@
 -- waking it sooner would only make it try in vain. Once it has waited past
 -- the starving threshold, the lock is handed to it instead, which bounds every wait:
 -- granted outright to its waiting head's token and ttl (registered by its last try) and
--- numbered, as an acquire would, when its process still listens for wake-ups (the PUBLISH
--- of the grant reached a subscriber; a process that died has closed its connection), so
--- the woken process holds it without a try; else reserved for it (a key only it can take,
--- which expires if it died). A grant that nobody heard is undone and the next waiter woken.
+-- numbered, as an acquire would, when its process still listens for wake-ups (a connection
+-- subscribes to its own channel: PUBSUB NUMSUB, which counts no pattern subscriber; a
+-- process that died has closed its connection), so the woken process holds it without a
+-- try; else reserved for it (a key only it can take, which expires if it died). A head
+-- registered for a grant whose process no longer listens is dropped, the next one woken.
 --
 -- Idempotent for its token: the lock key is renamed to the token's release record, so the
 -- record keeps what is left of the lease (ARGV[6] lengthens it when too little is left,
@@ -72,17 +73,18 @@ if now_ms - tonumber(head[2]) >= tonumber(ARGV[3]) then
     return remember()
   end
   redis.call('hdel', KEYS[6], head[1])
-  local space = string.find(grant, ' ', 1, true)
-  local token, ttl = string.sub(grant, 1, space - 1), string.sub(grant, space + 1)
-  local fence = redis.call('incr', KEYS[7])
-  if fence == 1 then  -- the counter was gone: restart it from the clock (lock_acquire.lua)
-    local floor = now[1] .. string.format('%06d', now[2])
-    redis.call('set', KEYS[7], floor, 'PX', math.max(86400000, 10 * tonumber(ttl)))
-    fence = tonumber(floor)
-  end
-  redis.call('set', KEYS[1], token, 'PX', ttl)
-  local message = '=' .. string.format('%d', fence) .. ':' .. token .. ':' .. KEYS[1]
-  if redis.call('publish', ARGV[2] .. head[1], message) > 0 then
+  local channel = ARGV[2] .. head[1]
+  if redis.call('pubsub', 'numsub', channel)[2] > 0 then
+    local space = string.find(grant, ' ', 1, true)
+    local token, ttl = string.sub(grant, 1, space - 1), string.sub(grant, space + 1)
+    local fence = redis.call('incr', KEYS[7])
+    if fence == 1 then  -- the counter was gone: restart it from the clock (lock_acquire.lua)
+      local floor = now[1] .. string.format('%06d', now[2])
+      redis.call('set', KEYS[7], floor, 'PX', math.max(86400000, 10 * tonumber(ttl)))
+      fence = tonumber(floor)
+    end
+    redis.call('set', KEYS[1], token, 'PX', ttl)
+    redis.call('publish', channel, '=' .. string.format('%d', fence) .. ':' .. token .. ':' .. KEYS[1])
     return remember()
   end
   redis.call('del', KEYS[1])

@@ -94,8 +94,8 @@ class Lock(LeaseHolder):
         self._replication = replica_policy(replicas, replica_timeout, f"lock {name!r}")
         # Whether a release may grant the lock to this object's waiting head outright (see
         # lock_release.lua): not with `replicas=` (a grant is not waited on), nor on
-        # Cluster, where a script's PUBLISH cannot tell whether the waiter's process,
-        # listening on another node, heard it.
+        # Cluster, where a script cannot see whether the waiter's process listens on
+        # another node.
         self._grantable = self._replication is None and not is_cluster(self._client)
         self._keys = lock_keys_of(tagged(self._KIND, name))
         self._ttl_ms = ms(self.ttl)

@@ -212,7 +212,11 @@ class Turn:
                         if made is not None:
                             signal.clear()  # that wake-up was the try's: it is answered
                         return woken or made is not None, made
-                signal.wait(None)  # the try's end sets it
+                    # The try's end sets it. Set already (a wake-up since the wait ended),
+                    # waiting on it would not wait: in asyncio it would not even yield,
+                    # and the listener, on this loop, could never end the try.
+                    signal.clear()
+                signal.wait(None)
                 woken = True
         except BaseException:
             with waker._mutex:
