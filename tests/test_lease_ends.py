@@ -14,6 +14,7 @@ from typing import Any
 
 from conftest import Target
 
+from seawall.locks._sync import semaphore as semaphore_module
 from seawall.shared import _scripts
 from seawall.shared._keys import rwlock_keys, semaphore_keys
 
@@ -43,7 +44,7 @@ def _earliest_end_us(
 
 def test_a_permit_never_ends_before_its_ttl(standalone: Target) -> None:
     r = standalone.sync()
-    script = _scripts.load("seawall.locks", "semaphore_acquire")
+    script = semaphore_module._ACQUIRE
     keys = semaphore_keys("ends")
     shortest = min(
         _earliest_end_us(

@@ -14,12 +14,11 @@ import seawall
 from seawall.locks import _lease
 from seawall.locks._sync import lock as lock_module
 from seawall.locks._sync import waker as waker_module
-from seawall.shared import _scripts
 from seawall.shared._keys import WAKE_PREFIX, lock_keys
 from seawall.shared._sync.scripts import run_script
 
-ACQUIRE = _scripts.load("seawall.locks", "lock_acquire")
-RELEASE = _scripts.load("seawall.locks", "lock_release")
+ACQUIRE = lock_module._ACQUIRE
+RELEASE = lock_module._RELEASE
 CONTENTION = (20, 100, 5)  # starving, hand-off, throttle (ms), as seawall.Lock passes them
 
 

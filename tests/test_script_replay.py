@@ -47,7 +47,13 @@ def script(name: str) -> _scripts.LuaScript:
     loaded = _scripts.load(f"seawall.{path.parent.name}", name)
     if name.startswith("cache_store"):  # they share cache_write.lua
         return _scripts.with_prelude("cache_write", loaded)
+    if name in FENCED:
+        return _scripts.with_prelude("fence_counter", loaded)
     return loaded
+
+
+# The scripts that number holds share fence_counter.lua.
+FENCED = {"lock_acquire", "lock_release", "semaphore_acquire", "rwlock_write_acquire"}
 
 
 def twice(client: Any, name: str, keys: tuple[str, ...], args: tuple[Any, ...]) -> list[Any]:

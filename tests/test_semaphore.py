@@ -17,6 +17,7 @@ from waiting import wait_until
 import seawall
 import seawall.aio
 from seawall.locks._async.renewer import get_renewer as get_async_renewer
+from seawall.locks._sync import semaphore as semaphore_module
 from seawall.locks._sync.renewer import get_renewer
 from seawall.shared import _scripts
 from seawall.shared._keys import WAKE_PREFIX, semaphore_keys
@@ -133,7 +134,7 @@ LAPSE_MS = 100  # seawall.Semaphore passes WAITER_LAPSE_MS; shorter here to keep
 def test_newcomer_never_takes_a_permit_a_queued_process_waits_for(standalone: Target) -> None:
     r = standalone.sync()
     keys = semaphore_keys("queue")
-    acquire = _scripts.load("seawall.locks", "semaphore_acquire")
+    acquire = semaphore_module._ACQUIRE
     release = _scripts.load("seawall.locks", "semaphore_release")
 
     def attempt(token: str, waiter: str = "") -> list[Any]:

@@ -36,17 +36,6 @@
 -- acquisition costs no PEXPIRE): names no longer used leave nothing behind, and a name in
 -- use restarts from the clock once a day, above every fence it issued before.
 redis.replicate_commands()
-local function numbered()
-  local fence = redis.call('incr', KEYS[2])
-  if fence == 1 then
-    -- The counter was gone (INCR made it): restart it from the clock.
-    local now = redis.call('time')
-    local floor = now[1] .. string.format('%06d', now[2])
-    redis.call('set', KEYS[2], floor, 'PX', math.max(86400000, 10 * tonumber(ARGV[2])))
-    fence = tonumber(floor)
-  end
-  return fence
-end
 local waiter = ARGV[3] or ''
 local taken = redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2])
 if not taken then
@@ -57,7 +46,7 @@ if not taken then
       redis.call('hdel', KEYS[6], waiter)
     end
     -- The counter may be gone since (evicted): the hold is numbered anew, from the clock.
-    local fence = tonumber(redis.call('get', KEYS[2])) or numbered()
+    local fence = tonumber(redis.call('get', KEYS[2])) or next_fence(KEYS[2], ARGV[2])
     return {1, fence, redis.call('pttl', KEYS[1])}
   elseif waiter ~= '' and current == 'handoff:' .. waiter then
     taken = redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
@@ -73,7 +62,7 @@ if taken then
       redis.call('del', KEYS[4])
     end
   end
-  return {1, numbered()}
+  return {1, next_fence(KEYS[2], ARGV[2])}
 end
 local place = ''
 if waiter ~= '' then

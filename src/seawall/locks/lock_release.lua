@@ -77,12 +77,7 @@ if now_ms - tonumber(head[2]) >= tonumber(ARGV[3]) then
   if redis.call('pubsub', 'numsub', channel)[2] > 0 then
     local space = string.find(grant, ' ', 1, true)
     local token, ttl = string.sub(grant, 1, space - 1), string.sub(grant, space + 1)
-    local fence = redis.call('incr', KEYS[7])
-    if fence == 1 then  -- the counter was gone: restart it from the clock (lock_acquire.lua)
-      local floor = now[1] .. string.format('%06d', now[2])
-      redis.call('set', KEYS[7], floor, 'PX', math.max(86400000, 10 * tonumber(ttl)))
-      fence = tonumber(floor)
-    end
+    local fence = next_fence(KEYS[7], ttl)
     redis.call('set', KEYS[1], token, 'PX', ttl)
     redis.call('publish', channel, '=' .. string.format('%d', fence) .. ':' .. token .. ':' .. KEYS[1])
     return remember()

@@ -63,13 +63,7 @@ if hint == -2 then
   end
   if not fence then
     redis.call('set', KEYS[1], ARGV[1], 'PX', ARGV[2])
-    fence = redis.call('incr', KEYS[6])
-    if fence == 1 then
-      -- The counter was gone (INCR made it): restart it from the clock.
-      local floor = t[1] .. string.format('%06d', t[2])
-      redis.call('set', KEYS[6], floor, 'PX', math.max(86400000, 10 * tonumber(ARGV[2])))
-      fence = tonumber(floor)
-    end
+    fence = next_fence(KEYS[6], ARGV[2])
   end
   return {1, fence}
 end

@@ -28,16 +28,6 @@
 -- Fences survive the loss of their counter: see lock_acquire.lua and docs/fences.md. The
 -- counter expires max(1 day, 10 ttls) after it was made, as a Lock's.
 redis.replicate_commands()
-local function next_fence()
-  local fence = redis.call('incr', KEYS[2])
-  if fence == 1 then
-    local clock = redis.call('time')
-    local floor = clock[1] .. string.format('%06d', clock[2])
-    redis.call('set', KEYS[2], floor, 'PX', math.max(86400000, 10 * tonumber(ARGV[3])))
-    fence = tonumber(floor)
-  end
-  return fence
-end
 -- A lease ends 1 ms after now + ttl: `now` is TIME cut to the ms, up to 1 ms before this
 -- call, and a lease counts as over once `now` reaches its end (ZREMRANGEBYSCORE up to now
 -- inclusive), so without the extra ms it could end up to 1 ms before ttl had passed since
@@ -86,7 +76,7 @@ if free > 0 then
       redis.call('zrem', KEYS[3], waiter)
       redis.call('zrem', KEYS[4], waiter)
     end
-    return {1, next_fence()}
+    return {1, next_fence(KEYS[2], ARGV[3])}
   end
 end
 if redis.call('zscore', KEYS[1], ARGV[1]) then
@@ -96,7 +86,7 @@ if redis.call('zscore', KEYS[1], ARGV[1]) then
     redis.call('zrem', KEYS[3], waiter)
     redis.call('zrem', KEYS[4], waiter)
   end
-  return {1, next_fence()}
+  return {1, next_fence(KEYS[2], ARGV[3])}
 end
 if waiter ~= '' then
   if place == '' then

@@ -25,8 +25,8 @@ from seawall.shared._validate import (
     is_cluster,
 )
 
-_ACQUIRE = _scripts.load("seawall.locks", "lock_acquire")
-_RELEASE = _scripts.load("seawall.locks", "lock_release")
+_ACQUIRE = _scripts.with_prelude("fence_counter", _scripts.load("seawall.locks", "lock_acquire"))
+_RELEASE = _scripts.with_prelude("fence_counter", _scripts.load("seawall.locks", "lock_release"))
 _EXTEND = _scripts.load("seawall.locks", "lock_extend")
 
 

@@ -32,7 +32,9 @@ from seawall.shared._validate import (
 )
 
 _READ_ACQUIRE = _scripts.load("seawall.locks", "rwlock_read_acquire")
-_WRITE_ACQUIRE = _scripts.load("seawall.locks", "rwlock_write_acquire")
+_WRITE_ACQUIRE = _scripts.with_prelude(
+    "fence_counter", _scripts.load("seawall.locks", "rwlock_write_acquire")
+)
 _READ_RELEASE = _scripts.load("seawall.locks", "rwlock_read_release")
 _WRITE_RELEASE = _scripts.load("seawall.locks", "rwlock_write_release")
 _READ_EXTEND = _scripts.load("seawall.locks", "rwlock_read_extend")

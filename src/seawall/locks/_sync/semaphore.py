@@ -25,7 +25,9 @@ from seawall.shared._validate import (
     check_timeout,
 )
 
-_ACQUIRE = _scripts.load("seawall.locks", "semaphore_acquire")
+_ACQUIRE = _scripts.with_prelude(
+    "fence_counter", _scripts.load("seawall.locks", "semaphore_acquire")
+)
 _RELEASE = _scripts.load("seawall.locks", "semaphore_release")
 _EXTEND = _scripts.load("seawall.locks", "semaphore_extend")
 _STATE = _scripts.load("seawall.locks", "semaphore_state")
