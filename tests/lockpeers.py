@@ -174,3 +174,12 @@ def table(section: str) -> dict[str, str]:
 
 def cannot_pass(section: str) -> set[str]:
     return set(table(section))
+
+
+# A reason that begins so marks a test whose outcome depends on how threads are scheduled.
+TIMING_MARK = "Usually fails"
+
+
+def may_pass(section: str) -> set[str]:
+    """The listed tests that pass on some runs (see TIMING_MARK)."""
+    return {test for test, why in table(section).items() if why.startswith(TIMING_MARK)}

@@ -3,7 +3,8 @@
 lockpeers.py fetches and starts them (CPython's `test.lock_tests` in three processes,
 redis-py's tests/test_lock.py and tests/test_asyncio/test_lock.py in one), all at once, on
 private servers. Every failure must be listed, with its reason, in docs/lock-compat.md;
-a listed test that passes fails this test too, so the lists never go stale.
+a listed test that passes fails this test too, so the lists never go stale (except one
+whose reason says it passes on some runs: lockpeers.TIMING_MARK).
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ def _check(
     ]
     problems += [
         f"{test} passes: remove it from docs/lock-compat.md ({section})"
-        for test in sorted(listed & passed - set(failed))
+        for test in sorted(listed & passed - set(failed) - lockpeers.may_pass(section))
     ]
     problems += [
         f"{test} is listed but did not run" for test in sorted(listed - passed - set(failed))
