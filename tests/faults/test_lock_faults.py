@@ -8,6 +8,7 @@ import contextlib
 import os
 import random
 import signal
+import threading
 import time
 from typing import Any
 
@@ -295,3 +296,69 @@ def test_cancellation_never_leaves_a_lock_beyond_its_ttl(standalone: Target) -> 
     assert outcomes["cancelled"] >= 100 and outcomes["finished"] >= 100, outcomes
     time.sleep(max(0.0, finished + ttl + 0.05 - time.monotonic()))
     assert [k for k in standalone.lock_keys() if not k.endswith(":waiters")] == []
+
+
+# --- a grant whose reply comes back after its lease ------------------------------------------
+
+
+@pytest.mark.parametrize("world", ["sync", "async"])
+def test_a_grant_read_after_its_lease_is_not_taken_for_a_hold(
+    seawall_server_factory: Any, world: str
+) -> None:
+    """The server frozen between an acquire's send and its run, for longer than the ttl:
+    the lease counted from the send is over when the reply is read, so a non-blocking
+    acquire answers False (the key, run late, holds a token nobody will use until it
+    expires), and a blocking one tries again and holds what is left of it."""
+    server = seawall_server_factory()
+    ttl, frozen = 0.3, 0.9
+
+    def freeze_around(acquire: Any) -> tuple[bool, float]:
+        server.pause()
+        thaw = threading.Timer(frozen, server.resume)
+        thaw.start()
+        started = time.monotonic()
+        try:
+            return acquire(), time.monotonic() - started
+        finally:
+            thaw.join()
+
+    admin = redis.Redis.from_url(server.url)
+    if world == "sync":
+        r = redis.Redis.from_url(server.url)
+        lock = seawall.Lock(r, "late", ttl=ttl)
+        taken, took = freeze_around(lambda: lock.acquire(blocking=False))
+        assert took >= ttl, f"the freeze did not delay the reply ({took:.2f} s)"
+        assert not taken, "a hold whose lease ended before its reply was read"
+        assert not lock.owned()
+        wait_gone(admin, lock.key)
+        taken, _ = freeze_around(lambda: lock.acquire(timeout=5))
+        assert taken and lock.owned()
+        lock.release()
+        return
+
+    async def body() -> None:
+        r = redis.asyncio.Redis.from_url(server.url)
+        lock = seawall.aio.Lock(r, "late", ttl=ttl)
+        loop = asyncio.get_running_loop()
+
+        def acquire_in_loop(**kwargs: Any) -> Any:
+            return lambda: asyncio.run_coroutine_threadsafe(lock.acquire(**kwargs), loop).result()
+
+        taken, took = await asyncio.to_thread(freeze_around, acquire_in_loop(blocking=False))
+        assert took >= ttl, f"the freeze did not delay the reply ({took:.2f} s)"
+        assert not taken, "a hold whose lease ended before its reply was read"
+        assert not await lock.owned()
+        await asyncio.to_thread(wait_gone, admin, lock.key)
+        taken, _ = await asyncio.to_thread(freeze_around, acquire_in_loop(timeout=5))
+        assert taken and await lock.owned()
+        await lock.release()
+        await r.aclose()
+
+    asyncio.run(body())
+
+
+def wait_gone(admin: redis.Redis, key: str) -> None:
+    deadline = time.monotonic() + 5
+    while admin.exists(key):
+        assert time.monotonic() < deadline, f"{key} outlived its ttl"
+        time.sleep(0.02)

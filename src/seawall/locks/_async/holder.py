@@ -283,6 +283,13 @@ class AsyncLeaseHolder(AsyncHolder):
         # A third element: the key already held this token (a replay, or a grant made
         # while the caller waited), with that much of its lease left.
         left = int(reply[2]) / 1000 if len(reply) > 2 and int(reply[2]) >= 0 else None
+        lease = self.ttl if left is None else min(left, self.ttl)
+        if _concurrency.monotonic() >= _lease.lease_deadline(sent, lease):
+            # Granted, but this process was paused past the lease before it read the
+            # reply: the hold may be someone else's now. Answer as a try that found the
+            # lock taken ("look again now"); the caller's next try, with the same token,
+            # finds what is left of it, if anything (a stale token expires by itself).
+            return [0, 0, ""]
         self._hold(token, int(reply[1]), me, sent, left)
         return None
 
