@@ -45,7 +45,7 @@ class _Waiting:
     __slots__ = ("acquired", "id", "place", "registered", "sent")
 
     def __init__(self) -> None:
-        self.sent = 0.0  # when its last try was sent (monotonic)
+        self.sent = 0.0  # when its first try that registered it was sent (monotonic)
         self.place = ""  # its process's place in the lock's queue, kept across tries
         # Whether a try registered it to be granted the lock, under which waiter id.
         self.registered = False
@@ -243,10 +243,11 @@ class Lock(LeaseHolder):
         queued: bool,
         deadline: float | None,
     ) -> tuple[int, str] | None:
-        """A try of a waiting head, noted in `waiting` (when it was sent, whether it
-        registered the head to be granted the lock)."""
-        waiting.sent = _concurrency.monotonic()
+        """A try of a waiting head, noted in `waiting` (whether it registers the head to
+        be granted the lock, and when the first such try was sent)."""
         if waiter_id and self._grantable:
+            if not waiting.registered:
+                waiting.sent = _concurrency.monotonic()
             waiting.registered, waiting.id = True, waiter_id
         return self._attempt(token, me, waiter_id, waiting.place, queued, deadline)
 
@@ -254,10 +255,12 @@ class Lock(LeaseHolder):
         self, token: str, me: object, waiting: _Waiting, fence: int
     ) -> tuple[int, str] | None:
         """A release granted the lock to `token` while it waited (see lock_release.lua):
-        hold it, as a try that acquired would (None). Its lease began after the waiter's
-        last try was sent (that try found the lock held), so it is counted from then; if
-        that is over already (this process was paused), the waiter tries again instead,
-        and the try finds what is left of it, if anything."""
+        hold it, as a try that acquired would (None). Its lease began after the first try
+        that registered the waiter was sent (the release read a registration), so it is
+        counted from then. Not from the last try: one sent after the grant (by a process
+        paused and thawed, its wake-up still unread) would count a lease that began
+        before it. If that lease is over already (a pause, or a wait longer than the ttl),
+        the waiter tries again instead, and the try finds what is left of it, if anything."""
         if _concurrency.monotonic() >= _lease.lease_deadline(waiting.sent, self.ttl):
             return 0, waiting.place
         self._hold(token, fence, me, waiting.sent)
