@@ -24,6 +24,7 @@ from waiting import wait_until
 
 import seawall
 import seawall.aio
+from seawall.launcher._supervised import wait_stopped
 from seawall.locks import _lease
 from seawall.locks._async import lock as async_lock_module
 from seawall.locks._async import waker as async_waker_module
@@ -212,6 +213,9 @@ def test_a_waiter_frozen_while_queued_holds_a_grant_no_longer_than_its_ttl(
         wait_until(lambda: r.hexists(lock_keys(name).grants, _only(r, name)), 30, "queued")
         time.sleep(STARVED)
         os.kill(pid, signal.SIGSTOP)
+        # Stopped before the release: a thread still running for a moment after kill()
+        # would hear the grant while its lease is good, and rightly hold the lock.
+        assert wait_stopped(pid), "the waiter did not stop"
         first.release()  # granted to the frozen process: it still listens
         started = time.monotonic()
         other = seawall.Lock(r, name, ttl=30.0)

@@ -13,13 +13,14 @@ import contextlib
 import os
 import signal
 import subprocess
+import time
 from types import TracebackType
 from typing import Self
 
 from seawall.launcher import _watchdog
 from seawall.launcher._ports import HOST, ServerStartError
 
-__all__ = ["Managed", "SupervisedProcess"]
+__all__ = ["Managed", "SupervisedProcess", "wait_stopped"]
 
 
 class Managed:
@@ -95,9 +96,12 @@ class SupervisedProcess(Managed):
         self._paused = False
 
     def pause(self) -> None:
-        """Freeze it with SIGSTOP: requests hang, clients time out, leases expire."""
+        """Freeze it with SIGSTOP: requests hang, clients time out, leases expire.
+        Returns once it has stopped (see `wait_stopped`)."""
         self._send(signal.SIGSTOP)
         self._paused = True
+        assert self._proc is not None
+        wait_stopped(self._proc.pid)
 
     def resume(self) -> None:
         """Thaw it with SIGCONT."""
@@ -125,3 +129,32 @@ class SupervisedProcess(Managed):
         except OSError as exc:
             return f"(log unreadable: {exc})"
         return "\n".join(text.splitlines()[-lines:])
+
+
+def wait_stopped(pid: int, timeout: float = 2.0) -> bool:
+    """Whether every thread of process `pid` is stopped (SIGSTOP), waiting up to `timeout`.
+
+    A stop signal takes effect asynchronously: a thread running on another CPU, or a CPU
+    the host has descheduled, can go on for a moment after `kill()` returns, long enough
+    to answer a request sent right after it. False if that lasted `timeout`, or where
+    /proc cannot tell (the caller then has the signal's usual promptness only)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            states = [_state(pid, task) for task in os.listdir(f"/proc/{pid}/task")]
+        except OSError:
+            return False
+        if all(state in ("T", "t") for state in states):
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.001)
+
+
+def _state(pid: int, task: str) -> str:
+    """A thread's state letter from /proc (after the parenthesised command name)."""
+    try:
+        with open(f"/proc/{pid}/task/{task}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "T"  # the thread has exited: nothing of it runs
