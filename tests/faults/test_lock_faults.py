@@ -298,11 +298,11 @@ def test_cancellation_never_leaves_a_lock_beyond_its_ttl(standalone: Target) -> 
     assert [k for k in standalone.lock_keys() if not k.endswith(":waiters")] == []
 
 
-# --- a grant whose reply comes back after its lease ------------------------------------------
+# --- an acquire answered after its lease ----------------------------------------------------
 
 
 @pytest.mark.parametrize("world", ["sync", "async"])
-def test_a_grant_read_after_its_lease_is_not_taken_for_a_hold(
+def test_an_acquire_answered_after_its_lease_is_not_a_hold(
     seawall_server_factory: Any, world: str
 ) -> None:
     """The server frozen between an acquire's send and its run, for longer than the ttl:
@@ -330,7 +330,7 @@ def test_a_grant_read_after_its_lease_is_not_taken_for_a_hold(
         assert took >= ttl, f"the freeze did not delay the reply ({took:.2f} s)"
         assert not taken, "a hold whose lease ended before its reply was read"
         assert not lock.owned()
-        wait_gone(admin, lock.key)
+        _wait_gone(admin, lock.key)
         taken, _ = freeze_around(lambda: lock.acquire(timeout=5))
         assert taken and lock.owned()
         lock.release()
@@ -348,7 +348,7 @@ def test_a_grant_read_after_its_lease_is_not_taken_for_a_hold(
         assert took >= ttl, f"the freeze did not delay the reply ({took:.2f} s)"
         assert not taken, "a hold whose lease ended before its reply was read"
         assert not await lock.owned()
-        await asyncio.to_thread(wait_gone, admin, lock.key)
+        await asyncio.to_thread(_wait_gone, admin, lock.key)
         taken, _ = await asyncio.to_thread(freeze_around, acquire_in_loop(timeout=5))
         assert taken and await lock.owned()
         await lock.release()
@@ -357,7 +357,7 @@ def test_a_grant_read_after_its_lease_is_not_taken_for_a_hold(
     asyncio.run(body())
 
 
-def wait_gone(admin: redis.Redis, key: str) -> None:
+def _wait_gone(admin: redis.Redis, key: str) -> None:
     deadline = time.monotonic() + 5
     while admin.exists(key):
         assert time.monotonic() < deadline, f"{key} outlived its ttl"
