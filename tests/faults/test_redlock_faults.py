@@ -84,12 +84,13 @@ def test_two_of_five_down_still_acquire_three_down_fail_fast(
     getattr(masters[0], how)()
     getattr(masters[1], how)()
     for run in range(3):
-        # Up to a few attempts: a cold client's first round opens its connections and
+        # Up to several attempts: a cold client's first round opens its connections and
         # loads the script (several round trips), which a loaded machine may not fit in
-        # node_timeout; the warm rounds then succeed at once.
-        taken, took, attempts = acquire_in(world, urls, f"two-down-{run}", timeout=2.0)
-        assert taken, "3 of 5 masters up, yet no majority"
-        assert took <= 2.0 + SLACK
+        # node_timeout; the warm rounds then succeed at once. Beside the suite's heaviest
+        # tests on 2 cores, 2 s of attempts once all missed a majority: 5 s.
+        taken, took, attempts = acquire_in(world, urls, f"two-down-{run}", timeout=5.0)
+        assert taken, f"3 of 5 masters up, yet no majority in {attempts} attempts ({took:.2f} s)"
+        assert took <= 5.0 + SLACK
     getattr(masters[2], how)()
     reachable = [m.client() for m in masters[3:]]
     try:
