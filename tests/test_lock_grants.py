@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 import pytest
+import redis
 from conftest import SPAWN, Target
 from lockworkers import holder
 from waiting import wait_until
@@ -91,6 +92,61 @@ def test_a_starving_waiter_is_granted_the_lock_with_no_try(
     finally:
         thread.join(10)
     assert r.delete(waiter.key) == 1
+
+
+# Alone: it steps a waiter through a grant heard late, one round trip at a time.
+@pytest.mark.serial
+def test_a_grant_heard_after_a_later_try_counts_its_lease_from_before_it(
+    standalone: Target, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A grant its listener reads late (a process thawed from a pause: the waiting thread's
+    next try came back before the listener read the grant), by when it had lapsed and
+    another process held the lock: the waiter must not take it for a hold."""
+    r = standalone.sync()
+    others = redis.Redis.from_url(standalone.url)  # another waker: as another process
+    name = "late-grant"
+    first = seawall.Lock(others, name, ttl=30.0)
+    assert first.acquire()
+    heard, gate = threading.Event(), threading.Event()
+    plain_on_grant = waker_module.Waker._on_grant
+
+    def late(waker: Any, message: str) -> bool:
+        heard.set()
+        gate.wait(10)
+        return plain_on_grant(waker, message)
+
+    tries: list[float] = []
+    plain_attempt = lock_module.Lock._waiting_attempt
+
+    def noted(lock: Any, *args: Any, **kwargs: Any) -> Any:
+        outcome = plain_attempt(lock, *args, **kwargs)
+        tries.append(time.monotonic())
+        return outcome
+
+    monkeypatch.setattr(waker_module.Waker, "_on_grant", late)
+    monkeypatch.setattr(lock_module.Lock, "_waiting_attempt", noted)
+    waiter = seawall.Lock(r, name, ttl=0.5)
+    outcome: list[bool] = []
+    thread = threading.Thread(target=lambda: outcome.append(waiter.acquire(timeout=4)))
+    thread.start()
+    try:
+        _waiting_here(waiter, name)
+        time.sleep(STARVED)
+        first.release()  # granted to the waiter, whose listener holds the message back
+        assert heard.wait(5), "no grant was published"
+        second = seawall.Lock(others, name, ttl=30.0)
+        assert second.acquire(timeout=5), "the grant did not lapse"
+        taken = time.monotonic()
+        wait_until(lambda: any(t > taken for t in tries), 5, "the waiter's next try")
+        _waiting_here(waiter, name)  # waiting again, ready to take a grant
+        gate.set()
+        thread.join(10)
+        assert outcome == [False], "the waiter took a lapsed grant while another held the lock"
+        assert second.owned()
+        second.release()
+    finally:
+        gate.set()
+        thread.join(10)
 
 
 @pytest.mark.serial
