@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
 import os
 import random
 import signal
@@ -18,6 +19,7 @@ import redis.asyncio
 from conftest import Target
 from forked import FORKSERVER
 from lockworkers import holder
+from waiting import wait_until
 
 import seawall
 import seawall.aio
@@ -330,7 +332,7 @@ def test_an_acquire_answered_after_its_lease_is_not_a_hold(
         assert took >= ttl, f"the freeze did not delay the reply ({took:.2f} s)"
         assert not taken, "a hold whose lease ended before its reply was read"
         assert not lock.owned()
-        _wait_gone(admin, lock.key)
+        wait_until(lambda: not admin.exists(lock.key), 5, f"{lock.key} gone after its ttl")
         taken, _ = freeze_around(lambda: lock.acquire(timeout=5))
         assert taken and lock.owned()
         lock.release()
@@ -348,17 +350,11 @@ def test_an_acquire_answered_after_its_lease_is_not_a_hold(
         assert took >= ttl, f"the freeze did not delay the reply ({took:.2f} s)"
         assert not taken, "a hold whose lease ended before its reply was read"
         assert not await lock.owned()
-        await asyncio.to_thread(_wait_gone, admin, lock.key)
+        gone = functools.partial(wait_until, lambda: not admin.exists(lock.key), 5, "key gone")
+        await asyncio.to_thread(gone)
         taken, _ = await asyncio.to_thread(freeze_around, acquire_in_loop(timeout=5))
         assert taken and await lock.owned()
         await lock.release()
         await r.aclose()
 
     asyncio.run(body())
-
-
-def _wait_gone(admin: redis.Redis, key: str) -> None:
-    deadline = time.monotonic() + 5
-    while admin.exists(key):
-        assert time.monotonic() < deadline, f"{key} outlived its ttl"
-        time.sleep(0.02)
